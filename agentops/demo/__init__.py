@@ -1,0 +1,1 @@
+"""Demo agents and a sandbox outside world."""

@@ -1,0 +1,1 @@
+"""Demo agents (filled in by the demo work)."""

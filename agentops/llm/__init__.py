@@ -1,0 +1,28 @@
+"""Model clients: the protocol the engine speaks, and the clients that implement it."""
+from agentops.llm.protocol import (
+    AuthError,
+    ContextOverflow,
+    InvalidRequest,
+    ModelClient,
+    ModelError,
+    ModelReply,
+    ModelTimeout,
+    RateLimited,
+    ServerError,
+    ToolCallRequest,
+    Usage,
+)
+
+__all__ = [
+    "AuthError",
+    "ContextOverflow",
+    "InvalidRequest",
+    "ModelClient",
+    "ModelError",
+    "ModelReply",
+    "ModelTimeout",
+    "RateLimited",
+    "ServerError",
+    "ToolCallRequest",
+    "Usage",
+]

@@ -1,0 +1,223 @@
+"""A ModelClient for any OpenAI-compatible chat-completions endpoint (OpenAI, llama.cpp, vLLM)."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import openai
+from django.conf import settings
+
+from agentops.errors import ConfigError
+from agentops.llm.protocol import (
+    AuthError,
+    ContextOverflow,
+    InvalidRequest,
+    ModelError,
+    ModelReply,
+    ModelTimeout,
+    RateLimited,
+    ServerError,
+    ToolCallRequest,
+    Usage,
+)
+
+# Providers word "prompt too long" differently; the failure policy must still see one category.
+_CONTEXT_HINT = re.compile(
+    r"context[_ ]length|context window|maximum context|n_ctx|too many tokens|prompt is too long"
+    r"|input is too long|exceed\w*\W+(?:\w+\W+){0,4}?(?:context|tokens?|window)\b",
+    re.IGNORECASE,
+)
+_SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# The SDK refuses to build without a key; keyless local servers ignore the header anyway.
+_NO_KEY = "no-key"
+
+
+class OpenAICompatClient:
+    """Answer chat turns through the official ``openai`` SDK, mapping failures to ModelErrors."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        timeout_s: float = 60,
+        context_window: int = 8192,
+    ) -> None:
+        self.model = model
+        self.timeout_s = timeout_s
+        self.context_window = context_window
+        # The engine owns retries (with its budget and policy); SDK retries would hide them.
+        self._sdk = openai.OpenAI(
+            base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0
+        )
+
+    @classmethod
+    def from_settings(cls) -> OpenAICompatClient:
+        """Build a client from the AGENTOPS_MODEL_* Django settings."""
+        base_url = getattr(settings, "AGENTOPS_MODEL_BASE_URL", "") or ""
+        model = getattr(settings, "AGENTOPS_MODEL_NAME", "") or ""
+        missing = [
+            name
+            for name, value in (("AGENTOPS_MODEL_BASE_URL", base_url), ("AGENTOPS_MODEL_NAME", model))
+            if not value
+        ]
+        if missing:
+            raise ConfigError(
+                f"Set {' and '.join(missing)} to use the OpenAI-compatible model client "
+                "(e.g. AGENTOPS_MODEL_BASE_URL=http://127.0.0.1:8080/v1).",
+                missing=missing,
+            )
+        return cls(
+            base_url=base_url,
+            api_key=getattr(settings, "AGENTOPS_MODEL_API_KEY", "") or "",
+            model=model,
+            timeout_s=float(getattr(settings, "AGENTOPS_MODEL_TIMEOUT_S", 60)),
+            context_window=int(getattr(settings, "AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)),
+        )
+
+    def complete(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tool_choice: str | dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> ModelReply:
+        """Return the model's reply to ``messages`` or raise a ModelError subclass."""
+        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            # Providers reject tool_choice without tools, so both travel together.
+            params["tools"] = tools
+            if tool_choice is not None:
+                params["tool_choice"] = _tool_choice(tool_choice)
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        try:
+            completion = self._sdk.chat.completions.create(**params)
+        except openai.APIError as exc:
+            raise _model_error(exc) from None
+        return self._reply(completion)
+
+    def _reply(self, completion: Any) -> ModelReply:
+        """Convert an SDK ChatCompletion into a ModelReply."""
+        choices = getattr(completion, "choices", None)
+        if not choices:
+            raise ServerError("server_error: reply has no choices")
+        choice = choices[0]
+        finish = choice.finish_reason or "stop"
+        message = choice.message
+        raw_calls = list(message.tool_calls or ())
+        if not raw_calls and getattr(message, "function_call", None) is not None:
+            raw_calls = [message]  # legacy single function_call, still sent by some servers
+        usage = completion.usage
+        return ModelReply(
+            text=message.content or "",
+            tool_calls=tuple(_tool_call(call, cut_off=finish == "length") for call in raw_calls),
+            usage=Usage(
+                prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+                completion_tokens=(usage.completion_tokens or 0) if usage else 0,
+            ),
+            finish_reason=finish,
+            model=getattr(completion, "model", None) or self.model,
+        )
+
+
+def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    """Return the wire form of a tool choice; a bare name forces that function."""
+    if isinstance(choice, dict) or choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _tool_call(call: Any, *, cut_off: bool) -> ToolCallRequest:
+    """Convert one SDK tool call; unparsable or non-object arguments become None."""
+    fn = getattr(call, "function", None) or getattr(call, "function_call", None)
+    name = getattr(fn, "name", "") or ""
+    raw = getattr(fn, "arguments", None)
+    if isinstance(raw, dict):  # non-conforming servers send the object itself
+        return ToolCallRequest(name, raw, json.dumps(raw), getattr(call, "id", "") or "")
+    raw = raw or ""
+    return ToolCallRequest(
+        name=name,
+        arguments=_parse_arguments(raw, cut_off=cut_off),
+        raw_arguments=raw,
+        provider_id=getattr(call, "id", "") or "",
+    )
+
+
+def _parse_arguments(raw: str, *, cut_off: bool) -> dict[str, Any] | None:
+    """Return the JSON object in ``raw``, or None when it is not one."""
+    if not raw.strip():
+        # Some servers send "" for a tool without parameters; a cut-off reply sent nothing usable.
+        return None if cut_off else {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _model_error(exc: openai.APIError) -> ModelError:
+    """Map an SDK error to a ModelError whose message is a short, secret-free summary."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelTimeout("timeout: no answer in time")
+    if isinstance(exc, openai.APIConnectionError):
+        return ServerError("server_error: connection failed")
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        return ServerError("server_error: malformed response")
+    code = exc.code if exc.code and _SAFE_CODE.match(exc.code) else ""
+    error = _status_error(status, code, exc)
+    error.status_code = status  # type: ignore[attr-defined]
+    error.provider_code = code  # type: ignore[attr-defined]
+    return error
+
+
+def _status_error(status: int, code: str, exc: openai.APIError) -> ModelError:
+    """Pick the ModelError class for an HTTP error status."""
+    suffix = f" ({code})" if code else ""
+    if status == 429:
+        retry_after = _retry_after(getattr(exc, "response", None))
+        return RateLimited(f"rate_limited: HTTP 429{suffix}", retry_after=retry_after)
+    if status == 408:
+        return ModelTimeout(f"timeout: HTTP 408{suffix}")
+    if status >= 500 or status == 409:
+        return ServerError(f"server_error: HTTP {status}{suffix}")
+    if status in (401, 403):
+        return AuthError(f"auth_error: HTTP {status}{suffix}")
+    if status in (400, 413, 422) and _mentions_context(code, exc):
+        return ContextOverflow(f"context_overflow: HTTP {status}{suffix}")
+    return InvalidRequest(f"invalid_request: HTTP {status}{suffix}")
+
+
+def _mentions_context(code: str, exc: openai.APIError) -> bool:
+    """Tell whether a 4xx says the prompt does not fit the model's window."""
+    if code == "context_length_exceeded" or getattr(exc, "status_code", 0) == 413:
+        return True
+    body = exc.body if isinstance(exc.body, (str, dict)) else ""
+    text = json.dumps(body) if isinstance(body, dict) else body
+    return bool(_CONTEXT_HINT.search(f"{exc.message} {text}"))
+
+
+def _retry_after(response: Any) -> float | None:
+    """Return the seconds a 429 asks us to wait (Retry-After as seconds or HTTP-date)."""
+    headers = getattr(response, "headers", None) or {}
+    millis = headers.get("retry-after-ms")
+    value = headers.get("retry-after")
+    try:
+        seconds = float(millis) / 1000 if millis is not None else float(value or "")
+    except ValueError:
+        seconds = _seconds_until(value) if value else math.nan
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _seconds_until(http_date: str) -> float:
+    """Return the seconds from now until an HTTP-date, or NaN when it is not one."""
+    try:
+        return parsedate_to_datetime(http_date).timestamp() - time.time()
+    except (TypeError, ValueError):
+        return math.nan

@@ -1,0 +1,7 @@
+"""URL routes: the console, the API and health checks."""
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,113 @@
+"""Approvals, operator interventions (the audit log) and API keys."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from approvals.statuses import ApprovalStatus, ExpiryOutcome
+
+
+class Approval(models.Model):
+    """A request for a person to approve one tool call with exact arguments."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="approvals")
+    tool_call = models.ForeignKey(
+        "ledger.ToolCall", on_delete=models.CASCADE, related_name="approvals"
+    )
+    status = models.CharField(
+        max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING
+    )
+    tool = models.CharField(max_length=100)
+    proposed_args = models.JSONField(default=dict)
+    approved_args = models.JSONField(null=True, blank=True)
+    risk = models.CharField(max_length=16, default="medium")
+    why = models.CharField(max_length=300, blank=True)
+    state_seq = models.BigIntegerField(help_text="run seq the approval was asked at")
+    plan_version = models.PositiveIntegerField(default=0)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    expiry_outcome = models.CharField(
+        max_length=16, choices=ExpiryOutcome.choices, default=ExpiryOutcome.DENY
+    )
+    escalated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "expires_at"], name="approval_status_expiry"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool_call"],
+                condition=Q(status=ApprovalStatus.PENDING),
+                name="approval_one_pending_per_call",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in ApprovalStatus]),
+                name="approval_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"approval {self.pk} {self.tool} ({self.status})"
+
+
+class Intervention(models.Model):
+    """The audit row of a person's action: who, when, why, what it changed."""
+
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="interventions"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    actor_name = models.CharField(max_length=150)
+    action = models.CharField(max_length=60)
+    reason = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            models.Index(fields=["run", "-at"], name="intervention_run"),
+            models.Index(fields=["action", "-at"], name="intervention_action"),
+            models.Index(fields=["actor", "-at"], name="intervention_actor"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_name}"
+
+
+class ApiKey(models.Model):
+    """A per-user API key; only its hash is stored, the key is shown once."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

@@ -1,0 +1,129 @@
+"""The tool-call ledger: every call recorded before it leaves the process, with its attempts."""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from ledger.statuses import Effect, Reversibility, ToolCallStatus
+
+
+class ToolCall(models.Model):
+    """One tool call the model asked for; retries are attempts of the same call."""
+
+    tool_call_id = models.CharField(max_length=40, unique=True)
+    provider_call_id = models.CharField(max_length=200, blank=True)
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="ledger")
+    step_key = models.CharField(max_length=100)
+    turn = models.PositiveIntegerField()
+    index = models.PositiveSmallIntegerField(default=0)
+    tool = models.CharField(max_length=100)
+    args = models.JSONField(default=dict, blank=True)
+    args_hash = models.CharField(max_length=64)
+    approved_args = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=64, unique=True)
+    effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.READ)
+    idempotent = models.BooleanField(default=False)
+    probeable = models.BooleanField(default=False)
+    reversibility = models.CharField(
+        max_length=16, choices=Reversibility.choices, default=Reversibility.REVERSIBLE
+    )
+    status = models.CharField(
+        max_length=24, choices=ToolCallStatus.choices, default=ToolCallStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    facts = models.JSONField(null=True, blank=True)
+    summary = models.TextField(blank=True)
+    artifact_sha256 = models.CharField(max_length=64, blank=True)
+    missing_fields = models.JSONField(default=list, blank=True)
+    error_class = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    not_before = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "turn", "index"]
+        indexes = [
+            models.Index(fields=["run", "status"], name="toolcall_run_status"),
+            models.Index(fields=["tool", "status"], name="toolcall_tool_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in ToolCallStatus]),
+                name="toolcall_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(tool_call_id__startswith="tc_"), name="toolcall_id_format"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_call_id} {self.tool} ({self.status})"
+
+
+class ToolAttempt(models.Model):
+    """One attempt at executing a tool call."""
+
+    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows")
+    attempt = models.PositiveIntegerField()
+    status = models.CharField(max_length=24, choices=ToolCallStatus.choices)
+    worker = models.CharField(max_length=100, blank=True)
+    error_class = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    log_sha256 = models.CharField(max_length=64, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["tool_call", "attempt"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool_call", "attempt"], name="attempt_unique"),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="attempt_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_call_id}#{self.attempt} ({self.status})"
+
+
+class Artifact(models.Model):
+    """Content-addressed bytes (large tool output, logs, reports) in the artifacts storage."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.BigIntegerField()
+    content_type = models.CharField(max_length=100, default="application/octet-stream")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(size__gte=0), name="artifact_size")]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size} B)"
+
+
+class ToolLimit(models.Model):
+    """Admin-set limits for one tool, and its circuit-breaker state."""
+
+    tool = models.CharField(max_length=100, unique=True)
+    concurrency = models.PositiveIntegerField(null=True, blank=True)
+    rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    breaker_threshold = models.PositiveIntegerField(default=5)
+    breaker_cooldown_s = models.PositiveIntegerField(default=60)
+    breaker_failures = models.PositiveIntegerField(default=0)
+    breaker_opened_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(concurrency__isnull=True) | Q(concurrency__gt=0),
+                name="toollimit_concurrency_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(breaker_threshold__gt=0), name="toollimit_breaker_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.tool

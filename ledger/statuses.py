@@ -1,0 +1,75 @@
+"""Tool-call statuses, their named sets and legal transitions as data."""
+from __future__ import annotations
+
+from django.db import models
+
+
+class ToolCallStatus(models.TextChoices):
+    """Where a ledger entry (one tool call the model asked for) is."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    UNKNOWN = "unknown"
+    AWAITING_APPROVAL = "awaiting_approval"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+    COMPENSATED = "compensated"
+    CONFIRMED_EXECUTED = "confirmed_executed"
+    CONFIRMED_NOT_EXECUTED = "confirmed_not_executed"
+
+
+class Effect(models.TextChoices):
+    """Whether a tool changes the outside world."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+class Reversibility(models.TextChoices):
+    """Whether a write can be undone by its compensation."""
+
+    REVERSIBLE = "reversible"
+    MANUAL = "manual"
+    IRREVERSIBLE = "irreversible"
+
+
+S = ToolCallStatus
+OPEN = frozenset({S.PENDING, S.RUNNING, S.AWAITING_APPROVAL})
+IN_FLIGHT = frozenset({S.PENDING, S.RUNNING})
+DONE_OK = frozenset({S.SUCCEEDED, S.CONFIRMED_EXECUTED})
+SETTLED = frozenset(
+    {S.SUCCEEDED, S.FAILED, S.REJECTED, S.CANCELLED, S.COMPENSATED, S.CONFIRMED_EXECUTED}
+)
+
+TOOLCALL_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset(
+        {S.RUNNING, S.AWAITING_APPROVAL, S.CANCELLED, S.FAILED, S.UNKNOWN, S.SUCCEEDED}
+    ),
+    S.AWAITING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.CANCELLED}),
+    S.RUNNING: frozenset(
+        {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.UNKNOWN, S.CANCELLED, S.PENDING}
+    ),
+    # A timed-out call is either retried (same key, new attempt), probed, or left unknown.
+    S.TIMED_OUT: frozenset({S.RUNNING, S.PENDING, S.SUCCEEDED, S.UNKNOWN, S.FAILED, S.CANCELLED}),
+    S.FAILED: frozenset({S.PENDING, S.RUNNING, S.COMPENSATED}),
+    S.UNKNOWN: frozenset({S.CONFIRMED_EXECUTED, S.CONFIRMED_NOT_EXECUTED, S.SUCCEEDED, S.CANCELLED}),
+    S.CONFIRMED_NOT_EXECUTED: frozenset({S.PENDING, S.RUNNING, S.CANCELLED}),
+    S.SUCCEEDED: frozenset({S.COMPENSATED}),
+    S.CONFIRMED_EXECUTED: frozenset({S.COMPENSATED}),
+    S.REJECTED: frozenset(),
+    S.CANCELLED: frozenset({S.SUCCEEDED}),
+    S.COMPENSATED: frozenset(),
+}
+
+
+def toolcall_can_move(src: str, dst: str) -> bool:
+    """Return True when a tool call may move from ``src`` to ``dst``."""
+    return dst in TOOLCALL_TRANSITIONS.get(src, frozenset())
+
+
+def is_open(status: str) -> bool:
+    """Return True when a tool call has not reached an outcome yet."""
+    return status in OPEN

@@ -1,0 +1,141 @@
+"""event_append: the one way facts enter a run's log, with the projection in one transaction.
+
+Seq numbers are dense per run. A writer either holds the lease and passes the version it
+last saw (one conditional UPDATE, no read), or has no lease and takes the row lock. Either
+way the UPDATE of the run row serialises writers, so two writers never get the same seq.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agentops import clock
+from runs.engine.jsonstate import check_json
+from runs.errors import LeaseLost, RunNotFound
+from runs.models import Event, Run
+
+
+@dataclass
+class NewEvent:
+    """An event to append; ``key`` makes a second delivery of the same fact a no-op."""
+
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+    tool_call_id: str = ""
+    attempt: int | None = None
+    key: str | None = None
+    actor: str = ""
+
+    def __post_init__(self) -> None:
+        check_json(self.data, f"event[{self.type}].data")
+
+
+def event_append(
+    *,
+    run: Run,
+    events: Sequence[NewEvent],
+    expected_version: int | None = None,
+    fields: dict[str, Any] | None = None,
+    also: Iterable[Any] = (),
+) -> list[Event]:
+    """Append ``events`` to ``run`` and update its projection ``fields`` atomically.
+
+    With ``expected_version`` (a lease holder) the write fails with LeaseLost when anyone else
+    wrote since; without it the run row is locked first. Events whose key already exists are
+    dropped (the existing fact stands). ``also`` are callables run inside the transaction
+    (ledger rows written with the events). Returns the events written.
+    """
+    fields = dict(fields or {})
+    if "status" in fields:
+        raise ValueError("status is written only by runs.engine.transition")
+    return _append(run, list(events), expected_version, fields, list(also))
+
+
+def _append(
+    run: Run,
+    events: list[NewEvent],
+    expected_version: int | None,
+    fields: dict[str, Any],
+    also: list[Any],
+) -> list[Event]:
+    try:
+        with transaction.atomic():
+            return _write(run, events, expected_version, fields, also)
+    except IntegrityError:
+        keyed = [e.key for e in events if e.key]
+        if not keyed:
+            raise
+        seen = set(Event.objects.filter(key__in=keyed).values_list("key", flat=True))
+        if not seen:
+            raise
+        fresh = [e for e in events if not e.key or e.key not in seen]
+        if expected_version is None:
+            run.refresh_from_db(fields=["version", "last_seq"])
+        if not fresh and not fields and not also:
+            return []
+        with transaction.atomic():
+            return _write(run, fresh, expected_version, fields, also)
+
+
+def _write(
+    run: Run,
+    events: list[NewEvent],
+    expected_version: int | None,
+    fields: dict[str, Any],
+    also: list[Any],
+) -> list[Event]:
+    if expected_version is None:
+        locked = (
+            Run.objects.select_for_update()
+            .filter(pk=run.pk)
+            .values("version", "last_seq", "status")
+            .first()
+        )
+        if locked is None:
+            raise RunNotFound(f"run {run.pk} does not exist")
+        run.version, run.last_seq = locked["version"], locked["last_seq"]
+        expected_version = run.version
+    now = clock.now()
+    first = run.last_seq + 1
+    values = {
+        **fields,
+        "version": expected_version + 1,
+        "last_seq": run.last_seq + len(events),
+        "updated_at": now,
+    }
+    updated = Run.objects.filter(pk=run.pk, version=expected_version).update(**values)
+    if updated != 1:
+        raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
+    rows = [
+        Event(
+            run_id=run.pk,
+            seq=first + i,
+            type=e.type,
+            data=e.data,
+            tool_call_id=e.tool_call_id,
+            attempt=e.attempt,
+            key=e.key,
+            actor=e.actor,
+            at=now,
+        )
+        for i, e in enumerate(events)
+    ]
+    if rows:
+        Event.objects.bulk_create(rows)
+    for fn in also:
+        fn()
+    for name, value in values.items():
+        setattr(run, name, value)
+    return rows
+
+
+def event_tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:
+    """Return the events of a run after ``after_seq`` as plain dicts, in order."""
+    return list(
+        Event.objects.filter(run_id=run_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values("seq", "type", "data", "tool_call_id", "attempt", "schema_version", "actor", "at")
+    )

@@ -1,0 +1,248 @@
+"""reduce(state, event): the only code that knows how an event changes a run's state.
+
+Pure: no I/O, no clock, no randomness. ``fold`` applies many events after copying once, which
+is what loading and replaying use; ``reduce`` is the one-event form for tests and callers
+that must not share structure.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+State = dict[str, Any]
+Event = dict[str, Any]
+_HANDLERS: dict[str, Callable[[State, dict[str, Any], Event], None]] = {}
+
+
+def empty_state() -> State:
+    """Return the state of a run before its first event."""
+    return {
+        "run": {},
+        "status": "queued",
+        "seq": 0,
+        "plan_version": 0,
+        "plan": [],
+        "steps": {},
+        "current_step": None,
+        "turn": 0,
+        "turns": [],
+        "summary": "",
+        "compacted_turns": 0,
+        "facts": {},
+        "open_calls": {},
+        "usage": {"tokens": 0, "model_calls": 0, "tool_calls": 0, "cost_micros": 0},
+        "wait": None,
+        "recoveries": 0,
+        "signals": [],
+        "guards": {"no_progress": 0, "recent_calls": []},
+        "notes": [],
+    }
+
+
+def reduce(state: State, event: Event) -> State:
+    """Return the state after ``event``, leaving ``state`` untouched."""
+    return fold(state, [event])
+
+
+def fold(state: State, events: Iterable[Event]) -> State:
+    """Return the state after all ``events`` in order, leaving ``state`` untouched."""
+    new = copy.deepcopy(state)
+    for event in events:
+        apply(new, event)
+    return new
+
+
+def apply(state: State, event: Event) -> None:
+    """Apply ``event`` to ``state`` in place (callers own the copy)."""
+    handler = _HANDLERS.get(event["type"])
+    if handler is not None:
+        handler(state, event.get("data") or {}, event)
+    state["seq"] = event["seq"]
+
+
+def _on(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    def register(fn: Callable[..., None]) -> Callable[..., None]:
+        _HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def _step(state: State, key: str) -> dict[str, Any]:
+    return state["steps"].setdefault(
+        key, {"status": "pending", "retries": 0, "output": None, "error_class": ""}
+    )
+
+
+@_on("run.created")
+def _created(state: State, d: dict[str, Any], e: Event) -> None:
+    state["run"] = {
+        "agent": d["agent"],
+        "version": d["version"],
+        "goal": d["goal"],
+        "input": d.get("input", {}),
+        "constraints": d.get("constraints", []),
+        "parent": d.get("parent"),
+    }
+    if d.get("plan"):
+        _plan(state, {"plan_version": 1, "steps": d["plan"]}, e)
+
+
+@_on("run.status")
+def _status(state: State, d: dict[str, Any], e: Event) -> None:
+    state["status"] = d["to"]
+    if d["to"] != "waiting":
+        state["wait"] = None
+
+
+@_on("run.recovered")
+def _recovered(state: State, d: dict[str, Any], e: Event) -> None:
+    state["recoveries"] = d.get("recoveries", state["recoveries"] + 1)
+
+
+@_on("plan.accepted")
+def _plan(state: State, d: dict[str, Any], e: Event) -> None:
+    state["plan_version"] = d["plan_version"]
+    state["plan"] = [
+        {
+            "key": s["key"],
+            "title": s.get("title", s["key"]),
+            "depends_on": list(s.get("depends_on", [])),
+            "input": s.get("input", {}),
+        }
+        for s in d["steps"]
+    ]
+    for s in state["plan"]:
+        _step(state, s["key"])
+
+
+@_on("step.started")
+def _step_started(state: State, d: dict[str, Any], e: Event) -> None:
+    _step(state, d["step"])["status"] = "running"
+    state["current_step"] = d["step"]
+
+
+@_on("step.completed")
+def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
+    step = _step(state, d["step"])
+    step.update(status="succeeded", output=d.get("output"), error_class="")
+    state["guards"] = {"no_progress": 0, "recent_calls": []}
+    if state["current_step"] == d["step"]:
+        state["current_step"] = None
+
+
+@_on("step.failed")
+def _step_failed(state: State, d: dict[str, Any], e: Event) -> None:
+    step = _step(state, d["step"])
+    step.update(status=d.get("status", "failed"), error_class=d.get("error_class", ""))
+    step["retries"] = d.get("retries", step["retries"])
+
+
+@_on("step.retrying")
+def _step_retrying(state: State, d: dict[str, Any], e: Event) -> None:
+    step = _step(state, d["step"])
+    step["retries"] = d["retries"]
+    step["error_class"] = d.get("error_class", "")
+
+
+@_on("step.skipped")
+def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
+    step = _step(state, d["step"])
+    step.update(status="skipped", output=d.get("output"), error_class="")
+    if state["current_step"] == d["step"]:
+        state["current_step"] = None
+
+
+@_on("step.reset")
+def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
+    step = _step(state, d["step"])
+    step.update(status="pending", retries=0, error_class="", output=None)
+    state["guards"] = {"no_progress": 0, "recent_calls": []}
+
+
+@_on("model.requested")
+def _model_requested(state: State, d: dict[str, Any], e: Event) -> None:
+    state["turn"] = d["turn"]
+
+
+@_on("model.replied")
+def _model_replied(state: State, d: dict[str, Any], e: Event) -> None:
+    usage = d.get("usage") or {}
+    totals = state["usage"]
+    totals["tokens"] += usage.get("tokens", 0)
+    totals["cost_micros"] += usage.get("cost_micros", 0)
+    totals["model_calls"] += 1
+    calls = [
+        {"id": c["id"], "name": c["name"], "args": c.get("args"), "result": None}
+        for c in d.get("calls", [])
+    ]
+    state["turns"].append(
+        {"n": d["turn"], "step": d["step"], "text": d.get("text", ""), "calls": calls}
+    )
+    for c in calls:
+        state["open_calls"][c["id"]] = {"turn": d["turn"], "name": c["name"], "step": d["step"]}
+    guards = state["guards"]
+    guards["recent_calls"] = (guards["recent_calls"] + d.get("call_hashes", []))[-20:]
+    guards["no_progress"] = d.get("no_progress", guards["no_progress"])
+
+
+@_on("model.failed")
+def _model_failed(state: State, d: dict[str, Any], e: Event) -> None:
+    state["usage"]["tokens"] += (d.get("usage") or {}).get("tokens", 0)
+
+
+@_on("tool.result")
+def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
+    call_id = d["id"]
+    result = {k: d[k] for k in ("status", "summary", "facts", "missing_fields", "error") if k in d}
+    if d.get("artifact"):
+        result["artifact"] = d["artifact"]
+    if state["open_calls"].pop(call_id, None) is not None:
+        state["usage"]["tool_calls"] += 1
+    for turn in reversed(state["turns"]):
+        for call in turn["calls"]:
+            if call["id"] == call_id:
+                call["result"] = result
+                break
+        else:
+            continue
+        break
+    if d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
+        state["facts"][call_id] = d["facts"]
+
+
+@_on("tool.unknown")
+def _tool_unknown(state: State, d: dict[str, Any], e: Event) -> None:
+    call = state["open_calls"].get(d["id"])
+    if call is not None:
+        call["unknown"] = True
+
+
+@_on("wait.started")
+def _wait_started(state: State, d: dict[str, Any], e: Event) -> None:
+    state["wait"] = {"kind": d["kind"], "until": d.get("until"), "data": d.get("data", {})}
+
+
+@_on("wait.ended")
+def _wait_ended(state: State, d: dict[str, Any], e: Event) -> None:
+    state["wait"] = None
+
+
+@_on("signal.received")
+def _signal(state: State, d: dict[str, Any], e: Event) -> None:
+    state["signals"].append({"name": d["name"], "payload": d.get("payload", {}), "seq": e["seq"]})
+
+
+@_on("context.compacted")
+def _compacted(state: State, d: dict[str, Any], e: Event) -> None:
+    upto = d["upto_turn"]
+    kept = [t for t in state["turns"] if t["n"] > upto]
+    state["compacted_turns"] += len(state["turns"]) - len(kept)
+    state["turns"] = kept
+    state["summary"] = d["summary"]
+
+
+@_on("run.note")
+def _note(state: State, d: dict[str, Any], e: Event) -> None:
+    state["notes"] = (state["notes"] + [d["text"]])[-10:]

@@ -1,0 +1,92 @@
+"""Snapshots: write the full state at milestones; load = latest snapshot + tail of events.
+
+Old snapshots are upgraded by registered migrators (one per schema version step); a version
+with no migrator fails with UnknownSchemaVersion naming both versions.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from runs.engine import reducer
+from runs.engine.events import event_tail
+from runs.engine.jsonstate import canonical_json, check_json
+from runs.errors import UnknownSchemaVersion
+from runs.models import Snapshot
+from runs.models.snapshot import CURRENT_STATE_SCHEMA
+
+Migrator = Callable[[dict[str, Any]], dict[str, Any]]
+_MIGRATORS: dict[int, Migrator] = {}
+
+
+def register_migrator(from_version: int) -> Callable[[Migrator], Migrator]:
+    """Register a function that upgrades a state of ``from_version`` to the next version."""
+
+    def deco(fn: Migrator) -> Migrator:
+        _MIGRATORS[from_version] = fn
+        return fn
+
+    return deco
+
+
+def migrate_state(state: dict[str, Any], version: int) -> dict[str, Any]:
+    """Return ``state`` upgraded from schema ``version`` to the current one."""
+    while version < CURRENT_STATE_SCHEMA:
+        fn = _MIGRATORS.get(version)
+        if fn is None:
+            raise UnknownSchemaVersion(
+                f"state schema {version} has no migrator to {version + 1} "
+                f"(this code reads schema {CURRENT_STATE_SCHEMA})",
+                found=version,
+                current=CURRENT_STATE_SCHEMA,
+            )
+        state, version = fn(state), version + 1
+    if version > CURRENT_STATE_SCHEMA:
+        raise UnknownSchemaVersion(
+            f"state schema {version} is newer than this code's {CURRENT_STATE_SCHEMA}: "
+            "upgrade AgentOps on this host",
+            found=version,
+            current=CURRENT_STATE_SCHEMA,
+        )
+    return state
+
+
+def snapshot_build(*, run_id: Any, state: dict[str, Any], phase: str, agent_version: str) -> Snapshot:
+    """Return an unsaved Snapshot of ``state`` (checked to be JSON, with size and sha256)."""
+    check_json(state, "$state")
+    text = canonical_json(state)
+    return Snapshot(
+        run_id=run_id,
+        seq=state["seq"],
+        phase=phase,
+        state=state,
+        size=len(text.encode()),
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        schema_version=CURRENT_STATE_SCHEMA,
+        agent_version=agent_version,
+    )
+
+
+def load_state(run_id: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
+    """Return the state of a run: its latest snapshot (at or before ``upto_seq``) + the tail."""
+    snaps = Snapshot.objects.filter(run_id=run_id)
+    if upto_seq is not None:
+        snaps = snaps.filter(seq__lte=upto_seq)
+    snap = snaps.order_by("-seq").values("seq", "state", "schema_version").first()
+    if snap is None:
+        base, after = reducer.empty_state(), 0
+    else:
+        base = migrate_state(snap["state"], snap["schema_version"])
+        after = snap["seq"]
+    tail = event_tail(run_id, after)
+    if upto_seq is not None:
+        tail = [e for e in tail if e["seq"] <= upto_seq]
+    for event in tail:
+        reducer.apply(base, event)
+    return base
+
+
+def replay_state(run_id: Any) -> dict[str, Any]:
+    """Return the state rebuilt from the whole event log, ignoring snapshots."""
+    return reducer.fold(reducer.empty_state(), event_tail(run_id, 0))

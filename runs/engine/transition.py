@@ -1,0 +1,119 @@
+"""run_transition and step status changes: the only code that writes a status.
+
+A status change checks the transition table, appends a ``run.status`` event with the other
+events of the unit, and updates the projection, all in one transaction.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+
+from agentops import clock
+from runs.engine.events import NewEvent, _append
+from runs.errors import IllegalTransition, RunNotFound
+from runs.models import Run
+from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move, step_can_move
+
+_CLEAR_ATTENTION = {
+    "attention_reason": "",
+    "attention_detail": "",
+    "attention_signature": "",
+    "recommended_action": "",
+    "recommendation_why": "",
+}
+_CLEAR_WAIT = {"wait_kind": "", "wait_until": None, "wait_data": {}}
+
+
+def run_transition(
+    run: Run,
+    to: str,
+    *,
+    reason: str = "",
+    detail: str = "",
+    actor: str = "",
+    events: Sequence[NewEvent] = (),
+    fields: dict[str, Any] | None = None,
+    expected_version: int | None = None,
+    also: Iterable[Any] = (),
+) -> Run:
+    """Move ``run`` to status ``to`` with its events; raise IllegalTransition if not allowed.
+
+    A lease holder passes ``expected_version``; anyone else gets the row locked and the
+    transition checked against the status under the lock.
+    """
+    with transaction.atomic():
+        if expected_version is None:
+            _lock(run)
+            expected_version = run.version
+        src = run.status
+        if not run_can_move(src, to):
+            raise IllegalTransition("run", src, to)
+        status_event = NewEvent(
+            "run.status",
+            {"from": src, "to": to, "reason": reason, "detail": detail},
+            actor=actor,
+        )
+        values = {**_status_fields(run, to, reason, detail), **(fields or {})}
+        values["status"] = to
+        _append(run, [*events, status_event], expected_version, values, list(also))
+    return run
+
+
+def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
+    """Take the lease of a queued run for ``owner``; return None when someone else has it."""
+    now = clock.now()
+    with transaction.atomic():
+        # The conditional UPDATE is the claim: of two workers only one matches status=queued.
+        claimed = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + dt.timedelta(seconds=ttl_s),
+        )
+        if not claimed:
+            return None
+        run = Run.objects.get(pk=run_id)
+        event = NewEvent(
+            "run.status", {"from": RunStatus.QUEUED, "to": RunStatus.RUNNING, "owner": owner}
+        )
+        fields = {} if run.started_at else {"started_at": now}
+        _append(run, [event], run.version, fields, [])
+    return run
+
+
+def step_check(src: str, dst: str) -> None:
+    """Raise IllegalTransition unless a step may move from ``src`` to ``dst``."""
+    if src != dst and not step_can_move(src, dst):
+        raise IllegalTransition("step", src, dst)
+
+
+def _lock(run: Run) -> None:
+    locked = (
+        Run.objects.select_for_update()
+        .filter(pk=run.pk)
+        .values("status", "version", "last_seq", "lease_owner", "cancel_requested")
+        .first()
+    )
+    if locked is None:
+        raise RunNotFound(f"run {run.pk} does not exist")
+    for name, value in locked.items():
+        setattr(run, name, value)
+
+
+def _status_fields(run: Run, to: str, reason: str, detail: str) -> dict[str, Any]:
+    now = clock.now()
+    values: dict[str, Any] = {}
+    if to not in ATTENTION:
+        values.update(_CLEAR_ATTENTION)
+    if to != RunStatus.WAITING:
+        values.update(_CLEAR_WAIT)
+    if to in ATTENTION and to != RunStatus.WAITING:
+        values["attention_reason"] = reason
+        values["attention_detail"] = detail
+    if to != RunStatus.RUNNING:
+        values.update(lease_owner="", lease_expires_at=None)
+    if to in TERMINAL:
+        values["finished_at"] = now
+    return values

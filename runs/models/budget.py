@@ -1,0 +1,39 @@
+"""Budget policies set by admins: defaults for every run, or for one agent."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class BudgetPolicy(models.Model):
+    """Default limits for runs; ``agent_name`` blank is the global policy. Null = no limit."""
+
+    agent_name = models.CharField(max_length=100, blank=True, unique=True)
+    max_tokens = models.BigIntegerField(null=True, blank=True)
+    max_model_calls = models.PositiveIntegerField(null=True, blank=True)
+    max_tool_calls = models.PositiveIntegerField(null=True, blank=True)
+    max_cost_micros = models.BigIntegerField(null=True, blank=True)
+    max_seconds = models.PositiveIntegerField(null=True, blank=True)
+    recovery_limit = models.PositiveIntegerField(default=5)
+    step_retry_limit = models.PositiveIntegerField(default=3)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "budget policies"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(max_tokens__isnull=True) | Q(max_tokens__gt=0),
+                name="budget_tokens_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_cost_micros__isnull=True) | Q(max_cost_micros__gt=0),
+                name="budget_cost_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.agent_name or "(global)"

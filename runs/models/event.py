@@ -1,0 +1,36 @@
+"""The append-only event log: the truth from which every run projection is derived."""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+CURRENT_EVENT_SCHEMA = 1
+
+
+class Event(models.Model):
+    """One fact about a run, at a dense per-run sequence number."""
+
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=40)
+    data = models.JSONField(default=dict, blank=True)
+    tool_call_id = models.CharField(max_length=40, blank=True, db_index=True)
+    attempt = models.PositiveIntegerField(null=True, blank=True)
+    key = models.CharField(max_length=200, null=True, blank=True)
+    schema_version = models.PositiveSmallIntegerField(default=CURRENT_EVENT_SCHEMA)
+    actor = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="event_unique_seq"),
+            models.UniqueConstraint(
+                fields=["key"], name="event_unique_key", condition=Q(key__isnull=False)
+            ),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_positive"),
+        ]
+        indexes = [models.Index(fields=["run", "type", "seq"], name="event_run_type")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"

@@ -1,0 +1,119 @@
+"""The Run: the projection of a run's event log that the console and the workers query."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from runs.statuses import ATTENTION, TERMINAL, BlockReason, RunStatus, WaitKind
+
+
+class Run(models.Model):
+    """One agent run. Every column here is derived from events, updated with them."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    agent_name = models.CharField(max_length=100)
+    agent_version = models.CharField(max_length=50)
+    goal = models.TextField()
+    input = models.JSONField(default=dict, blank=True)
+
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    wait_kind = models.CharField(max_length=16, choices=WaitKind.choices, blank=True)
+    wait_until = models.DateTimeField(null=True, blank=True)
+    wait_data = models.JSONField(default=dict, blank=True)
+    attention_reason = models.CharField(max_length=32, choices=BlockReason.choices, blank=True)
+    attention_detail = models.TextField(blank=True)
+    attention_signature = models.CharField(max_length=64, blank=True)
+    recommended_action = models.CharField(max_length=32, blank=True)
+    recommendation_why = models.CharField(max_length=300, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    current_step = models.CharField(max_length=100, blank=True)
+    current_tool_call = models.CharField(max_length=40, blank=True)
+    steps_total = models.PositiveIntegerField(default=0)
+    steps_done = models.PositiveIntegerField(default=0)
+    plan_version = models.PositiveIntegerField(default=0)
+
+    tokens_used = models.BigIntegerField(default=0)
+    model_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    cost_micros = models.BigIntegerField(default=0)
+    budget_tokens = models.BigIntegerField(null=True, blank=True)
+    budget_model_calls = models.PositiveIntegerField(null=True, blank=True)
+    budget_tool_calls = models.PositiveIntegerField(null=True, blank=True)
+    budget_cost_micros = models.BigIntegerField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+
+    recoveries = models.PositiveIntegerField(default=0)
+    recovery_limit = models.PositiveIntegerField(default=5)
+    last_seq = models.BigIntegerField(default=0)
+    version = models.BigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at_seq = models.BigIntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    request_hash = models.CharField(max_length=64, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [
+            models.Index(fields=["status", "-updated_at"], name="run_status_updated"),
+            models.Index(
+                fields=["status", "updated_at"],
+                name="run_attention_queue",
+                condition=Q(status__in=[s.value for s in ATTENTION]),
+            ),
+            models.Index(
+                fields=["wait_until"],
+                name="run_wait_due",
+                condition=Q(status=RunStatus.WAITING),
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="run_lease_expiry",
+                condition=Q(status=RunStatus.RUNNING),
+            ),
+            models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
+            models.Index(fields=["attention_signature"], name="run_signature"),
+            models.Index(fields=["parent"], name="run_parent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=[s.value for s in RunStatus]), name="run_status_valid"
+            ),
+            models.CheckConstraint(condition=Q(last_seq__gte=0), name="run_last_seq_nonneg"),
+            models.CheckConstraint(
+                condition=~Q(status=RunStatus.WAITING) | ~Q(wait_kind=""),
+                name="run_waiting_has_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} {str(self.id)[:8]} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Return True when the run has ended."""
+        return self.status in TERMINAL
+
+    @property
+    def needs_attention(self) -> bool:
+        """Return True when the run is waiting, blocked or unknown."""
+        return self.status in ATTENTION

@@ -1,0 +1,130 @@
+"""Run and step statuses, their named sets, and the legal transitions as data."""
+from __future__ import annotations
+
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    """Where a run is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    BLOCKED = "blocked"
+    UNKNOWN = "unknown"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class BlockReason(models.TextChoices):
+    """Why a blocked run needs an operator."""
+
+    RETRY_EXHAUSTED = "retry_exhausted"
+    PERMANENT_ERROR = "permanent_error"
+    LOOP_DETECTED = "loop_detected"
+    STALLED = "stalled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    CIRCUIT_OPEN = "circuit_open"
+    RECOVERY_LIMIT = "recovery_limit"
+    VERSION_MISMATCH = "version_mismatch"
+    INVALID_OUTPUT = "invalid_output"
+    DRIFT = "drift"
+    APPROVAL_EXPIRED = "approval_expired"
+    SELF_CHECK_FAILED = "self_check_failed"
+
+
+class WaitKind(models.TextChoices):
+    """What a waiting run waits for."""
+
+    APPROVAL = "approval"
+    TIMER = "timer"
+    SIGNAL = "signal"
+    CHILDREN = "children"
+    INPUT = "input"
+
+
+class StepStatus(models.TextChoices):
+    """Where a plan step is."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+ATTENTION = frozenset({RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN})
+RUNNABLE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+STEP_TERMINAL = frozenset(
+    {StepStatus.SUCCEEDED, StepStatus.SKIPPED, StepStatus.FAILED, StepStatus.CANCELLED}
+)
+
+_ANY_LIVE_TO_END = {RunStatus.CANCELLED, RunStatus.FAILED}
+RUN_TRANSITIONS: dict[str, frozenset[str]] = {
+    RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.QUEUED,
+            RunStatus.WAITING,
+            RunStatus.BLOCKED,
+            RunStatus.UNKNOWN,
+            RunStatus.SUCCEEDED,
+            *_ANY_LIVE_TO_END,
+        }
+    ),
+    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
+    RunStatus.BLOCKED: frozenset({RunStatus.QUEUED, *_ANY_LIVE_TO_END}),
+    RunStatus.UNKNOWN: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
+    RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+STEP_TRANSITIONS: dict[str, frozenset[str]] = {
+    StepStatus.PENDING: frozenset(
+        {StepStatus.RUNNING, StepStatus.SKIPPED, StepStatus.CANCELLED, StepStatus.BLOCKED}
+    ),
+    StepStatus.RUNNING: frozenset(
+        {
+            StepStatus.SUCCEEDED,
+            StepStatus.FAILED,
+            StepStatus.BLOCKED,
+            StepStatus.CANCELLED,
+            StepStatus.SKIPPED,
+            StepStatus.PENDING,
+        }
+    ),
+    StepStatus.BLOCKED: frozenset(
+        {StepStatus.RUNNING, StepStatus.PENDING, StepStatus.SKIPPED, StepStatus.CANCELLED,
+         StepStatus.FAILED}
+    ),
+    StepStatus.FAILED: frozenset({StepStatus.PENDING, StepStatus.SKIPPED}),
+    StepStatus.SUCCEEDED: frozenset({StepStatus.PENDING}),
+    StepStatus.SKIPPED: frozenset({StepStatus.PENDING}),
+    StepStatus.CANCELLED: frozenset(),
+}
+
+
+def is_terminal(status: str) -> bool:
+    """Return True when a run in ``status`` will never change again."""
+    return status in TERMINAL
+
+
+def needs_attention(status: str) -> bool:
+    """Return True when a run in ``status`` is waiting, blocked or unknown."""
+    return status in ATTENTION
+
+
+def run_can_move(src: str, dst: str) -> bool:
+    """Return True when a run may move from ``src`` to ``dst``."""
+    return dst in RUN_TRANSITIONS.get(src, frozenset())
+
+
+def step_can_move(src: str, dst: str) -> bool:
+    """Return True when a step may move from ``src`` to ``dst``."""
+    return dst in STEP_TRANSITIONS.get(src, frozenset())

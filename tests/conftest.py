@@ -1,0 +1,34 @@
+"""Shared fixtures: database vendor markers, runs, a second real connection."""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked ``postgres`` when the suite runs on SQLite."""
+    if connection.vendor == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL pass of make test)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _artifacts_in_tmp(settings, tmp_path):
+    """Keep every test's artifacts in its own temporary folder."""
+    storages = dict(settings.STORAGES)
+    storages["artifacts"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(tmp_path / "artifacts")},
+    }
+    settings.STORAGES = storages  # Django's setting_changed handler resets the storages
+
+
+@pytest.fixture
+def run(db):
+    """A queued run with its run.created event, for a test agent that needs no registry."""
+    from tests.factories import make_run
+
+    return make_run()

@@ -1,0 +1,74 @@
+"""OpenAICompatClient against a real llama.cpp server running Gemma 3 270M.
+
+The model is tiny: it emits a tool call only when one is forced and often fills in wrong
+values, so these tests check the shape of what comes back, never the values.
+"""
+from __future__ import annotations
+
+import pytest
+
+from agentops.llm.openai_compat import OpenAICompatClient
+from agentops.llm.protocol import AuthError, ContextOverflow
+
+from .conftest import LLAMA_API_KEY, N_CTX
+
+# The first test may build llama.cpp (minutes) inside its fixture setup.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def client(base_url: str, api_key: str = "") -> OpenAICompatClient:
+    """Return a client for the real server; CPU inference is slow, so the timeout is generous."""
+    return OpenAICompatClient(base_url, api_key, "gemma-3-270m", timeout_s=120, context_window=N_CTX)
+
+
+def test_forced_tool_call_is_parsed(llama_server: str) -> None:
+    reply = client(llama_server).complete(
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice="get_weather",
+        max_tokens=128,
+    )
+    assert reply.tool_calls, reply
+    call = reply.tool_calls[0]
+    assert call.name == "get_weather"
+    assert isinstance(call.arguments, dict), call.raw_arguments
+    assert reply.usage.prompt_tokens > 0
+    assert reply.usage.completion_tokens > 0
+
+
+def test_prompt_longer_than_window_is_context_overflow(llama_server: str) -> None:
+    too_long = "word " * (N_CTX * 2)
+    with pytest.raises(ContextOverflow):
+        client(llama_server).complete(
+            messages=[{"role": "user", "content": too_long}], tools=[], max_tokens=16
+        )
+
+
+@pytest.mark.parametrize("api_key", ["wrong-key", ""])
+def test_wrong_or_missing_key_is_auth_error(llama_server_with_key: str, api_key: str) -> None:
+    with pytest.raises(AuthError) as caught:
+        client(llama_server_with_key, api_key).complete(
+            messages=[{"role": "user", "content": "hi"}], tools=[], max_tokens=8
+        )
+    assert LLAMA_API_KEY not in str(caught.value)
+    assert not api_key or api_key not in str(caught.value)
+
+
+def test_right_key_is_accepted(llama_server_with_key: str) -> None:
+    reply = client(llama_server_with_key, LLAMA_API_KEY).complete(
+        messages=[{"role": "user", "content": "Say hello."}], tools=[], max_tokens=8
+    )
+    assert reply.usage.completion_tokens > 0
