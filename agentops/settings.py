@@ -160,6 +160,8 @@ else:
 # so retry is set far beyond timeout and max_attempts=1; the time slice of a tick
 # (AGENTOPS_TICK_SLICE_S) is well under q2's timeout.
 AGENTOPS_TICK_SLICE_S = _env_float("AGENTOPS_TICK_SLICE_S", 20.0)
+# Tests and scripts that drive ticks themselves turn queueing off.
+AGENTOPS_ENQUEUE_TICKS = _env_bool("AGENTOPS_ENQUEUE_TICKS", True)
 Q_CLUSTER = {
     "name": "agentops",
     "workers": _env_int("AGENTOPS_WORKERS", 2),
@@ -185,7 +187,10 @@ AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 5.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 2.0)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
-AGENTOPS_SNAPSHOT_EVERY = _env_int("AGENTOPS_SNAPSHOT_EVERY", 200)
+AGENTOPS_BACKOFF_BASE_S = _env_float("AGENTOPS_BACKOFF_BASE_S", 1.0)
+AGENTOPS_BACKOFF_CAP_S = _env_float("AGENTOPS_BACKOFF_CAP_S", 300.0)
+# Backoffs shorter than this are retried in the same tick instead of a durable timer wait.
+AGENTOPS_INLINE_BACKOFF_S = _env_float("AGENTOPS_INLINE_BACKOFF_S", 0.05)
 AGENTOPS_INLINE_RESULT_BYTES = _env_int("AGENTOPS_INLINE_RESULT_BYTES", 8_000)
 AGENTOPS_MODEL_BASE_URL = os.environ.get("AGENTOPS_MODEL_BASE_URL", "")
 AGENTOPS_MODEL_API_KEY = os.environ.get("AGENTOPS_MODEL_API_KEY", "")

@@ -20,6 +20,7 @@ class ToolCall(models.Model):
     args = models.JSONField(default=dict, blank=True)
     args_hash = models.CharField(max_length=64)
     approved_args = models.JSONField(null=True, blank=True)
+    sealed_args = models.TextField(blank=True, help_text="sensitive arguments, encrypted")
     idempotency_key = models.CharField(max_length=64, unique=True)
     effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.READ)
     idempotent = models.BooleanField(default=False)

@@ -44,22 +44,21 @@ SETTLED = frozenset(
     {S.SUCCEEDED, S.FAILED, S.REJECTED, S.CANCELLED, S.COMPENSATED, S.CONFIRMED_EXECUTED}
 )
 
+# An attempt's outcome: where a call may land after it ran (attempts of calls that are safe
+# to repeat are not marked running first, so they land straight from pending or a retry).
+_OUTCOMES = {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.UNKNOWN}
 TOOLCALL_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset(
-        {S.RUNNING, S.AWAITING_APPROVAL, S.CANCELLED, S.FAILED, S.UNKNOWN, S.SUCCEEDED}
-    ),
+    S.PENDING: frozenset({S.RUNNING, S.AWAITING_APPROVAL, S.CANCELLED, *_OUTCOMES}),
     S.AWAITING_APPROVAL: frozenset({S.PENDING, S.REJECTED, S.CANCELLED}),
-    S.RUNNING: frozenset(
-        {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.UNKNOWN, S.CANCELLED, S.PENDING}
-    ),
-    # A timed-out call is either retried (same key, new attempt), probed, or left unknown.
-    S.TIMED_OUT: frozenset({S.RUNNING, S.PENDING, S.SUCCEEDED, S.UNKNOWN, S.FAILED, S.CANCELLED}),
-    S.FAILED: frozenset({S.PENDING, S.RUNNING, S.COMPENSATED}),
+    S.RUNNING: frozenset({S.CANCELLED, S.PENDING, *_OUTCOMES}),
+    S.TIMED_OUT: frozenset({S.RUNNING, S.PENDING, S.CANCELLED, *_OUTCOMES}),
+    S.FAILED: frozenset({S.PENDING, S.RUNNING, S.COMPENSATED, S.CANCELLED, *_OUTCOMES}),
     S.UNKNOWN: frozenset({S.CONFIRMED_EXECUTED, S.CONFIRMED_NOT_EXECUTED, S.SUCCEEDED, S.CANCELLED}),
-    S.CONFIRMED_NOT_EXECUTED: frozenset({S.PENDING, S.RUNNING, S.CANCELLED}),
+    S.CONFIRMED_NOT_EXECUTED: frozenset({S.PENDING, S.RUNNING, S.CANCELLED, *_OUTCOMES}),
     S.SUCCEEDED: frozenset({S.COMPENSATED}),
     S.CONFIRMED_EXECUTED: frozenset({S.COMPENSATED}),
     S.REJECTED: frozenset(),
+    # A result that arrives after cancel is recorded on the call; the run stays cancelled.
     S.CANCELLED: frozenset({S.SUCCEEDED}),
     S.COMPENSATED: frozenset(),
 }

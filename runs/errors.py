@@ -73,3 +73,9 @@ class LeaseLost(RunControl):
 
 class RunCancelled(RunControl):
     """The run was cancelled: stop starting work; record what arrives late."""
+
+
+class IdempotencyConflict(Conflict, RunError):
+    """The Idempotency-Key was used before for a different request."""
+
+    code = "idempotency_conflict"

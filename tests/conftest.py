@@ -32,3 +32,31 @@ def run(db):
     from tests.factories import make_run
 
     return make_run()
+
+
+@pytest.fixture
+def engine(settings):
+    """Engine settings for driving ticks in-process: no queue, no backoff sleeps; a clean world."""
+    from tests import engine_agents
+
+    settings.AGENTOPS_ENQUEUE_TICKS = False
+    settings.AGENTOPS_BACKOFF_BASE_S = 0.0
+    settings.AGENTOPS_AGENTS = []
+    engine_agents.world.effects.clear()
+    engine_agents.world.fail_next.clear()
+    engine_agents.world.timeout_after_effect.clear()
+    return engine_agents
+
+
+def drive(run, *, max_ticks: int = 50) -> str:
+    """Tick ``run`` in-process until it leaves queued/running; return its final status."""
+    from runs.engine.loop import run_tick
+    from runs.models import Run
+
+    for _ in range(max_ticks):
+        run.refresh_from_db()
+        if run.status not in ("queued", "running"):
+            return run.status
+        run_tick(run.pk, worker="test-worker")
+    run.refresh_from_db()
+    return run.status

@@ -1,4 +1,5 @@
 """A ModelClient for any OpenAI-compatible chat-completions endpoint (OpenAI, llama.cpp, vLLM)."""
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,10 @@ class OpenAICompatClient:
         model = getattr(settings, "AGENTOPS_MODEL_NAME", "") or ""
         missing = [
             name
-            for name, value in (("AGENTOPS_MODEL_BASE_URL", base_url), ("AGENTOPS_MODEL_NAME", model))
+            for name, value in (
+                ("AGENTOPS_MODEL_BASE_URL", base_url),
+                ("AGENTOPS_MODEL_NAME", model),
+            )
             if not value
         ]
         if missing:
@@ -136,13 +140,11 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
 def _tool_call(call: Any, *, cut_off: bool) -> ToolCallRequest:
     """Convert one SDK tool call; unparsable or non-object arguments become None."""
     fn = getattr(call, "function", None) or getattr(call, "function_call", None)
-    name = getattr(fn, "name", "") or ""
-    raw = getattr(fn, "arguments", None)
+    raw = getattr(fn, "arguments", None) or ""
     if isinstance(raw, dict):  # non-conforming servers send the object itself
-        return ToolCallRequest(name, raw, json.dumps(raw), getattr(call, "id", "") or "")
-    raw = raw or ""
+        raw = json.dumps(raw)
     return ToolCallRequest(
-        name=name,
+        name=getattr(fn, "name", "") or "",
         arguments=_parse_arguments(raw, cut_off=cut_off),
         raw_arguments=raw,
         provider_id=getattr(call, "id", "") or "",
@@ -168,7 +170,7 @@ def _model_error(exc: openai.APIError) -> ModelError:
     if isinstance(exc, openai.APIConnectionError):
         return ServerError("server_error: connection failed")
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
+    if not isinstance(status, int) or status < 400:
         return ServerError("server_error: malformed response")
     code = exc.code if exc.code and _SAFE_CODE.match(exc.code) else ""
     error = _status_error(status, code, exc)

@@ -113,6 +113,9 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
         }
         for s in d["steps"]
     ]
+    state["steps"].pop("_plan", None)
+    if state["current_step"] == "_plan":
+        state["current_step"] = None
     for s in state["plan"]:
         _step(state, s["key"])
 

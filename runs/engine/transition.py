@@ -38,11 +38,12 @@ def run_transition(
     fields: dict[str, Any] | None = None,
     expected_version: int | None = None,
     also: Iterable[Any] = (),
-) -> Run:
+) -> list[Any]:
     """Move ``run`` to status ``to`` with its events; raise IllegalTransition if not allowed.
 
     A lease holder passes ``expected_version``; anyone else gets the row locked and the
-    transition checked against the status under the lock.
+    transition checked against the status under the lock. Returns the events written (the
+    ``run.status`` event last).
     """
     with transaction.atomic():
         if expected_version is None:
@@ -58,8 +59,7 @@ def run_transition(
         )
         values = {**_status_fields(run, to, reason, detail), **(fields or {})}
         values["status"] = to
-        _append(run, [*events, status_event], expected_version, values, list(also))
-    return run
+        return _append(run, [*events, status_event], expected_version, values, list(also))
 
 
 def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:

@@ -1,4 +1,5 @@
 """Fixtures that run a real llama.cpp OpenAI-compatible server (Gemma 3 270M) for slow tests."""
+
 from __future__ import annotations
 
 import os
@@ -69,7 +70,9 @@ def _wait_ready(base_url: str, process: subprocess.Popen[bytes], log: Path) -> N
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"llama server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"llama server exited with {process.returncode}:\n{log.read_text()[-3000:]}"
+            )
         try:
             urllib.request.urlopen(f"{base_url}/models", timeout=2).close()
             return

@@ -1,4 +1,5 @@
 """OpenAICompatClient against a local fake chat-completions server: replies and error mapping."""
+
 from __future__ import annotations
 
 import json
@@ -63,7 +64,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
     """Build a request handler class bound to ``server``'s script."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
+            """Record the request, then answer as scripted."""
             length = int(self.headers.get("content-length", 0))
             server.requests.append(
                 {
@@ -86,8 +88,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up first (timeout test)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
+        def log_message(self, format: str, *args: Any) -> None:
+            """Keep pytest's output free of access-log lines."""
 
     return Handler
 
@@ -113,7 +115,9 @@ def completion(message: dict[str, Any], finish: str = "stop", usage: Any = "defa
         "object": "chat.completion",
         "created": 1,
         "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
     }
     if usage == "default":
         body["usage"] = {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
@@ -191,6 +195,43 @@ def test_length_cut_mid_arguments_does_not_raise(fake: FakeServer) -> None:
     assert reply.tool_calls[0].raw_arguments == '{"city": "San Fr'
 
 
+def test_dict_arguments_are_accepted(fake: FakeServer) -> None:
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": {"city": "Oslo"}},
+    }
+    fake.answer = Canned(body=completion({"content": None, "tool_calls": [call]}))
+    (request,) = ask(fake).tool_calls
+    assert request.arguments == {"city": "Oslo"}
+    assert json.loads(request.raw_arguments) == {"city": "Oslo"}
+
+
+@pytest.mark.parametrize(("finish", "expected"), [("tool_calls", {}), ("length", None)])
+def test_empty_arguments_mean_no_parameters_unless_cut_off(
+    fake: FakeServer, finish: str, expected: dict | None
+) -> None:
+    fake.answer = Canned(body=completion({"content": None, "tool_calls": [tool_call("")]}, finish))
+    (request,) = ask(fake).tool_calls
+    assert request.arguments == expected
+
+
+def test_legacy_function_call_is_read(fake: FakeServer) -> None:
+    legacy = {"name": "get_weather", "arguments": '{"city": "Rome"}'}
+    fake.answer = Canned(
+        body=completion({"content": None, "function_call": legacy}, "function_call")
+    )
+    (request,) = ask(fake).tool_calls
+    assert (request.name, request.arguments) == ("get_weather", {"city": "Rome"})
+
+
+@pytest.mark.parametrize("body", ["not a completion", {"id": "x", "choices": []}])
+def test_malformed_200_is_server_error(fake: FakeServer, body: Any) -> None:
+    fake.answer = Canned(body=body)
+    with pytest.raises(ServerError):
+        ask(fake)
+
+
 @pytest.mark.parametrize(
     ("choice", "wire"),
     [
@@ -205,7 +246,9 @@ def test_length_cut_mid_arguments_does_not_raise(fake: FakeServer) -> None:
 )
 def test_tool_choice_wire_form(fake: FakeServer, choice: Any, wire: Any) -> None:
     fake.answer = Canned(body=completion({"content": "ok"}))
-    fake.client().complete(messages=[{"role": "user", "content": "x"}], tools=TOOLS, tool_choice=choice)
+    fake.client().complete(
+        messages=[{"role": "user", "content": "x"}], tools=TOOLS, tool_choice=choice
+    )
     assert fake.requests[0]["json"]["tool_choice"] == wire
 
 
@@ -227,7 +270,9 @@ def test_429_retry_after_seconds(fake: FakeServer) -> None:
 
 
 def test_429_retry_after_http_date(fake: FakeServer) -> None:
-    fake.answer = Canned(429, error_body("slow down"), {"Retry-After": formatdate(time.time() + 30, usegmt=True)})
+    fake.answer = Canned(
+        429, error_body("slow down"), {"Retry-After": formatdate(time.time() + 30, usegmt=True)}
+    )
     with pytest.raises(RateLimited) as caught:
         ask(fake)
     assert 25 <= caught.value.retry_after <= 31
@@ -265,7 +310,9 @@ def test_slow_server_is_timeout(fake: FakeServer) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        error_body("This model's maximum context length is 8192 tokens.", "context_length_exceeded"),
+        error_body(
+            "This model's maximum context length is 8192 tokens.", "context_length_exceeded"
+        ),
         error_body("Requested tokens (9000) exceed context window of 2048"),
         error_body("the request exceeds the available context size, try increasing it"),
         error_body("Input is too long for requested model."),
@@ -295,7 +342,9 @@ def test_other_4xx_is_invalid_request(fake: FakeServer, status: int, body: Any) 
 
 @pytest.mark.parametrize("status", [401, 403])
 def test_401_403_is_auth_error(fake: FakeServer, status: int) -> None:
-    fake.answer = Canned(status, error_body(f"Incorrect API key provided: {API_KEY}", "invalid_api_key"))
+    fake.answer = Canned(
+        status, error_body(f"Incorrect API key provided: {API_KEY}", "invalid_api_key")
+    )
     with pytest.raises(AuthError) as caught:
         ask(fake)
     assert str(caught.value) == f"auth_error: HTTP {status} (invalid_api_key)"
@@ -327,6 +376,8 @@ def test_from_settings_builds_a_working_client(settings: Any, fake: FakeServer) 
     settings.AGENTOPS_MODEL_API_KEY = API_KEY
     settings.AGENTOPS_MODEL_NAME = "fake-model"
     fake.answer = Canned(body=completion({"content": "hi"}))
-    reply = OpenAICompatClient.from_settings().complete(messages=[{"role": "user", "content": "x"}], tools=[])
+    reply = OpenAICompatClient.from_settings().complete(
+        messages=[{"role": "user", "content": "x"}], tools=[]
+    )
     assert reply.text == "hi"
     assert fake.requests[0]["json"]["model"] == "fake-model"

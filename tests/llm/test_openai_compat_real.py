@@ -3,6 +3,7 @@
 The model is tiny: it emits a tool call only when one is forced and often fills in wrong
 values, so these tests check the shape of what comes back, never the values.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -31,7 +32,9 @@ WEATHER = {
 
 def client(base_url: str, api_key: str = "") -> OpenAICompatClient:
     """Return a client for the real server; CPU inference is slow, so the timeout is generous."""
-    return OpenAICompatClient(base_url, api_key, "gemma-3-270m", timeout_s=120, context_window=N_CTX)
+    return OpenAICompatClient(
+        base_url, api_key, "gemma-3-270m", timeout_s=120, context_window=N_CTX
+    )
 
 
 def test_forced_tool_call_is_parsed(llama_server: str) -> None:
@@ -47,6 +50,19 @@ def test_forced_tool_call_is_parsed(llama_server: str) -> None:
     assert isinstance(call.arguments, dict), call.raw_arguments
     assert reply.usage.prompt_tokens > 0
     assert reply.usage.completion_tokens > 0
+
+
+def test_tool_call_cut_by_max_tokens_keeps_raw_arguments(llama_server: str) -> None:
+    # llama.cpp says finish_reason "tool_calls" here, not "length": parsing must not rely on it.
+    reply = client(llama_server).complete(
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER],
+        tool_choice="get_weather",
+        max_tokens=4,
+    )
+    call = reply.tool_calls[0]
+    assert call.arguments is None
+    assert call.raw_arguments.startswith("{")
 
 
 def test_prompt_longer_than_window_is_context_overflow(llama_server: str) -> None:

@@ -1,0 +1,155 @@
+"""The agent SDK: an Agent is a name, a version, a prompt, tools, a plan and a model.
+
+Agents register themselves in modules listed in settings.AGENTOPS_AGENTS; a run is pinned to
+the (name, version) it started with.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from agentops.llm.protocol import ModelClient
+from agentops.tools import ToolSpec
+from runs.errors import UnknownAgent
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step of a fixed plan."""
+
+    key: str
+    title: str = ""
+    depends_on: tuple[str, ...] = ()
+    input: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """Return the step as it is stored in events."""
+        return {"key": self.key, "title": self.title or self.key,
+                "depends_on": list(self.depends_on), "input": self.input}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Default limits for runs of an agent (None = no limit)."""
+
+    tokens: int | None = None
+    model_calls: int | None = None
+    tool_calls: int | None = None
+    cost_micros: int | None = None
+    seconds: int | None = None
+
+
+@dataclass
+class Agent:
+    """An agent definition. ``model`` is a ModelClient or a factory called per run."""
+
+    name: str
+    version: str
+    system_prompt: str
+    tools: Sequence[ToolSpec]
+    plan: Sequence[StepSpec] | None
+    model: ModelClient | Callable[[], ModelClient]
+    budget: Budget = field(default_factory=Budget)
+    max_turns_per_step: int = 20
+    drift_threshold: float | None = None
+    drift_every: int = 0
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        if len(names) != len(set(names)):
+            raise ValueError(f"agent {self.name}: duplicate tool names in {names}")
+        if self.plan is not None:
+            _check_dag(self.name, [s.as_json() for s in self.plan])
+        self._tools = {t.name: t for t in self.tools}
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """Return the tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def model_client(self) -> ModelClient:
+        """Return the model client for a run of this agent."""
+        model = self.model
+        return model if hasattr(model, "complete") else model()  # type: ignore[operator]
+
+
+def _check_dag(agent: str, steps: list[dict[str, Any]]) -> None:
+    keys = [s["key"] for s in steps]
+    if len(keys) != len(set(keys)):
+        raise ValueError(f"agent {agent}: duplicate step keys in plan")
+    seen: set[str] = set()
+    for s in steps:
+        missing = [d for d in s["depends_on"] if d not in seen]
+        if missing:
+            raise ValueError(
+                f"agent {agent}: step {s['key']} depends on {missing}, which are not earlier steps"
+            )
+        seen.add(s["key"])
+
+
+def plan_check(agent: str, steps: Any) -> list[dict[str, Any]]:
+    """Return a model-proposed plan normalised, or raise ValueError saying what is wrong."""
+    if not isinstance(steps, list) or not steps:
+        raise ValueError("a plan is a non-empty list of steps")
+    out = []
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict) or not isinstance(s.get("key"), str) or not s["key"]:
+            raise ValueError(f"plan step {i} needs a non-empty string 'key'")
+        deps = s.get("depends_on", [])
+        if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+            raise ValueError(f"plan step {s['key']}: depends_on must be a list of keys")
+        out.append({"key": s["key"], "title": str(s.get("title") or s["key"]),
+                    "depends_on": deps, "input": s.get("input") or {}})
+    _check_dag(agent, out)
+    return out
+
+
+class Registry:
+    """Agents by (name, version); the newest registered version is the default."""
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, str], Agent] = {}
+        self._latest: dict[str, str] = {}
+        self._loaded = False
+
+    def register(self, agent: Agent) -> Agent:
+        """Add ``agent``; the last registered version of a name becomes its default."""
+        self._agents[(agent.name, agent.version)] = agent
+        self._latest[agent.name] = agent.version
+        return agent
+
+    def get(self, name: str, version: str | None = None) -> Agent:
+        """Return the agent, or raise UnknownAgent naming what is registered."""
+        self._load()
+        version = version or self._latest.get(name)
+        agent = self._agents.get((name, version or ""))
+        if agent is None:
+            known = sorted(f"{n}@{v}" for n, v in self._agents)
+            raise UnknownAgent(
+                f"no agent {name}@{version or '?'} is registered (known: {', '.join(known)})",
+                agent=name,
+                version=version,
+            )
+        return agent
+
+    def has(self, name: str, version: str) -> bool:
+        """Return True when that exact version is registered."""
+        self._load()
+        return (name, version) in self._agents
+
+    def names(self) -> list[str]:
+        """Return the registered agent names."""
+        self._load()
+        return sorted(self._latest)
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in settings.AGENTOPS_AGENTS:
+                importlib.import_module(module)
+
+
+registry = Registry()

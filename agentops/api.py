@@ -1,0 +1,155 @@
+"""The REST API root: one NinjaAPI, one Router per app, errors mapped in one place.
+
+Every error leaves as ``{"error": {"code", "message", "details"}}`` with its status; a bug
+is logged with its trace and answered 500 with the same shape and no trace.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from agentops.api_auth import API_AUTH, UserRateThrottle
+from agentops.errors import AgentOpsError
+
+logger = logging.getLogger("agentops.api")
+
+ERROR_STATUSES = ("400", "401", "403", "404", "409", "422", "429")
+_HTTP_CODES = {
+    400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 422: "invalid", 429: "rate_limited",
+}
+
+
+class ErrorBody(Schema):
+    """What went wrong: a stable code, a message for people, structured details."""
+
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorOut(Schema):
+    """The one error shape every endpoint answers with."""
+
+    error: ErrorBody
+
+
+class AgentOpsAPI(NinjaAPI):
+    """NinjaAPI whose OpenAPI document lists the shared error responses on every operation."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Return the schema with ErrorOut documented for each 4xx an operation can answer."""
+        schema = super().get_openapi_schema(*args, **kwargs)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components["ErrorBody"] = ErrorBody.model_json_schema()
+        components["ErrorOut"] = {
+            "type": "object",
+            "title": "ErrorOut",
+            "required": ["error"],
+            "properties": {"error": {"$ref": "#/components/schemas/ErrorBody"}},
+        }
+        ref = {"content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/ErrorOut"}}}}
+        for path_item in schema.get("paths", {}).values():
+            for operation in path_item.values():
+                responses = operation.setdefault("responses", {})
+                for status in ERROR_STATUSES:
+                    responses.setdefault(status, {"description": "Error", **ref})
+        return schema
+
+
+def error_response(
+    request: HttpRequest, status: int, code: str, message: str, details: dict | None = None
+) -> HttpResponse:
+    """Return the shared error shape with ``status``."""
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return api.create_response(request, body, status=status)
+
+
+def _agentops_error(request: HttpRequest, exc: AgentOpsError) -> HttpResponse:
+    if exc.http_status >= 500:
+        logger.error("server-side error %s: %s", exc.code, exc.message)
+    return error_response(request, exc.http_status, exc.code, exc.message, exc.details)
+
+
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
+         "type": str(e.get("type", ""))}
+        for e in exc.errors
+    ]
+    return error_response(
+        request, 422, "validation_error", "the request does not fit the schema", {"errors": errors}
+    )
+
+
+def _authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = error_response(
+        request, 401, "unauthenticated",
+        "send Authorization: Bearer <api key>, or log in to the console",
+    )
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    status = exc.status_code
+    return error_response(request, status, _HTTP_CODES.get(status, "error"), str(exc))
+
+
+def _permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    message = str(exc) or "you may not do this"
+    return error_response(request, 403, "forbidden", message)
+
+
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(request, 404, "not_found", "no such resource")
+
+
+def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # The trace goes to the log, never to the caller.
+    logger.exception("unhandled error in %s %s", request.method, request.path)
+    return error_response(request, 500, "internal_error", "an internal error occurred")
+
+
+def _build() -> AgentOpsAPI:
+    new = AgentOpsAPI(
+        title="AgentOps API",
+        version="1",
+        description="Start, inspect and resolve durable agent runs.",
+        urls_namespace="api",
+        auth=API_AUTH,
+        throttle=[UserRateThrottle()],
+    )
+    new.add_exception_handler(AgentOpsError, _agentops_error)
+    new.add_exception_handler(ValidationError, _validation_error)
+    new.add_exception_handler(AuthenticationError, _authentication_error)
+    new.add_exception_handler(HttpError, _http_error)
+    new.add_exception_handler(PermissionDenied, _permission_denied)
+    new.add_exception_handler(Http404, _not_found)
+    new.add_exception_handler(Exception, _unexpected)
+    return new
+
+
+api = _build()
+
+
+def _mount() -> None:
+    from approvals.api import keys_router, router as approvals_router
+    from ledger.api import admin_router as ledger_admin_router, router as ledger_router
+    from runs.api import admin_router as runs_admin_router, router as runs_router
+
+    api.add_router("/runs", runs_router)
+    api.add_router("/tool-calls", ledger_router)
+    api.add_router("/approvals", approvals_router)
+    api.add_router("/keys", keys_router)
+    api.add_router("/admin/budget-policies", runs_admin_router)
+    api.add_router("/admin/tool-limits", ledger_admin_router)
+
+
+_mount()

@@ -1,0 +1,117 @@
+"""How API callers prove who they are, how fast they may call, and what roles they need.
+
+Two ways in: ``Authorization: Bearer <key>`` (programs) and the Django session (the console's
+own calls, CSRF-checked on unsafe methods). Role checks use the same predicates as the console.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
+from ninja.errors import HttpError
+from ninja.security import HttpBearer
+from ninja.security.apikey import APIKeyCookie
+from ninja.throttling import SimpleRateThrottle
+from ninja.utils import check_csrf
+
+from approvals import roles
+from approvals.apikeys import apikey_verify
+
+
+class ApiKeyAuth(HttpBearer):
+    """Authenticate ``Authorization: Bearer ao_...`` against the stored key hashes."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> Any | None:
+        """Return the key's user, or None so the next method (or a 401) follows."""
+        return apikey_verify(raw=token.strip())
+
+
+class SessionAuth(APIKeyCookie):
+    """Authenticate the logged-in console user; unsafe methods need the CSRF token."""
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        # Only a caller who has a session can be asked for a CSRF token; anyone else is
+        # simply unauthenticated (401), not "CSRF failed" (403).
+        key = request.COOKIES.get(self.param_name)
+        if key and self.csrf and check_csrf(request):
+            raise HttpError(403, "CSRF check failed: send the X-CSRFToken header")
+        return key
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any | None:
+        """Return the session user when logged in."""
+        user = getattr(request, "user", None)
+        return user if key and user is not None and user.is_authenticated else None
+
+
+class UserRateThrottle(SimpleRateThrottle):
+    """Limit calls per user (or per address when anonymous) to ``AGENTOPS_API_RATE``."""
+
+    scope = "agentops_api"
+
+    def __init__(self) -> None:
+        # The rate is read per request (not at import) so settings overrides apply.
+        self.rate = None
+        self.num_requests = self.duration = None
+
+    def allow_request(self, request: HttpRequest) -> bool:
+        """Return False when the caller exceeded the configured rate."""
+        self.rate = getattr(settings, "AGENTOPS_API_RATE", None)
+        if not self.rate:
+            return True
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        return super().allow_request(request)
+
+    def get_cache_key(self, request: HttpRequest) -> str | None:
+        """Key the history by user id, falling back to the client address."""
+        user = getattr(request, "auth", None)
+        ident = f"u{user.pk}" if getattr(user, "pk", None) else self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class RoleRequired(PermissionDenied):
+    """The caller is authenticated but lacks the role the endpoint needs."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"your role does not allow you to {what}")
+        self.what = what
+
+
+def require(request: HttpRequest, check: Callable[[Any], bool], what: str) -> Any:
+    """Return the caller when ``check(user)`` holds, else raise RoleRequired naming ``what``."""
+    user = getattr(request, "auth", None)
+    if not check(user):
+        raise RoleRequired(what)
+    return user
+
+
+def viewer(request: HttpRequest) -> Any:
+    """Return the caller if they may see runs at all."""
+    return require(request, roles.can_view, "see runs")
+
+
+def operator(request: HttpRequest) -> Any:
+    """Return the caller if they may act on runs."""
+    return require(request, roles.can_operate, "act on runs")
+
+
+def support(request: HttpRequest) -> Any:
+    """Return the caller if they may decide approvals."""
+    return require(request, roles.can_decide_approvals, "decide approvals")
+
+
+def admin(request: HttpRequest) -> Any:
+    """Return the caller if they may change budgets and limits."""
+    return require(request, roles.can_admin, "change budgets and limits")
+
+
+def can_see_results(user: Any) -> bool:
+    """Return True when the user may read full tool results (not only summaries)."""
+    return roles.has_role(user, roles.OPERATOR, roles.SUPPORT)
+
+
+API_AUTH = [ApiKeyAuth(), SessionAuth(csrf=True)]

@@ -1,0 +1,112 @@
+"""Gauges computed from the database at scrape time: runs, the queue, approvals, workers."""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.models import Count, Min
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from agentops import clock
+
+log = logging.getLogger(__name__)
+
+
+def _age_seconds(oldest: dt.datetime | None, now: dt.datetime) -> float:
+    return max((now - oldest).total_seconds(), 0.0) if oldest else 0.0
+
+
+def heartbeat_max_age_s() -> float:
+    """Return how old the newest worker heartbeat may be before workers count as gone."""
+    return float(getattr(settings, "AGENTOPS_HEARTBEAT_MAX_AGE_S", 60.0))
+
+
+class DatabaseCollector:
+    """Collect fleet gauges with a handful of aggregate queries per scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the gauges, or ``agentops_metrics_database_up 0`` when the database fails."""
+        up = GaugeMetricFamily(
+            "agentops_metrics_database_up",
+            "1 when the scrape could read the database, else 0.",
+        )
+        try:
+            families = list(self._families(clock.now()))
+        except DatabaseError:
+            log.warning("metrics scrape could not read the database", exc_info=True)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families
+
+    def _families(self, now: dt.datetime) -> Iterator[Metric]:
+        yield self._runs()
+        yield from self._queue(now)
+        yield from self._approvals(now)
+        yield self._workers(now)
+
+    def _runs(self) -> Metric:
+        from runs.models import Run
+        from runs.statuses import RunStatus
+
+        family = GaugeMetricFamily(
+            "agentops_runs",
+            "Runs by status and attention reason (reason is empty unless blocked).",
+            labels=["status", "reason"],
+        )
+        rows = Run.objects.order_by().values("status", "attention_reason").annotate(n=Count("id"))
+        counts = {(r["status"], r["attention_reason"] or ""): r["n"] for r in rows}
+        for status in RunStatus.values:
+            counts.setdefault((status, ""), 0)  # every status always has a series
+        for (status, reason), n in sorted(counts.items()):
+            family.add_metric([status, reason], n)
+        return family
+
+    def _queue(self, now: dt.datetime) -> Iterator[Metric]:
+        from runs.models import Run
+        from runs.statuses import RunStatus
+
+        agg = Run.objects.filter(status=RunStatus.QUEUED).aggregate(
+            n=Count("id"), oldest=Min("updated_at")
+        )
+        yield GaugeMetricFamily(
+            "agentops_queue_depth", "Runs queued and waiting for a worker.", value=agg["n"]
+        )
+        yield GaugeMetricFamily(
+            "agentops_queue_oldest_age_seconds",
+            "Seconds since the oldest queued run last changed (0 when the queue is empty).",
+            value=_age_seconds(agg["oldest"], now),
+        )
+
+    def _approvals(self, now: dt.datetime) -> Iterator[Metric]:
+        from approvals.models import Approval
+        from approvals.statuses import ApprovalStatus
+
+        agg = Approval.objects.filter(status=ApprovalStatus.PENDING).aggregate(
+            n=Count("id"), oldest=Min("created_at")
+        )
+        yield GaugeMetricFamily(
+            "agentops_approvals_pending", "Approvals waiting for a decision.", value=agg["n"]
+        )
+        yield GaugeMetricFamily(
+            "agentops_approvals_oldest_age_seconds",
+            "Age in seconds of the oldest pending approval (0 when none).",
+            value=_age_seconds(agg["oldest"], now),
+        )
+
+    def _workers(self, now: dt.datetime) -> Metric:
+        from runs.models import WorkerHeartbeat
+
+        since = now - dt.timedelta(seconds=heartbeat_max_age_s())
+        alive = WorkerHeartbeat.objects.filter(seen_at__gte=since).count()
+        return GaugeMetricFamily(
+            "agentops_workers_alive",
+            "Worker processes whose heartbeat is recent (AGENTOPS_HEARTBEAT_MAX_AGE_S).",
+            value=alive,
+        )

@@ -1,0 +1,98 @@
+"""Structured logs: every record carries the run context (run_id, step, turn, tool_call_id,
+attempt) set by ``run_log_context``, rendered as JSON lines or as plain text.
+
+The context lives in a ContextVar, so it follows the code through calls and asyncio tasks.
+Threads do not inherit it: run thread work with ``contextvars.copy_context().run(fn)``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
+
+RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt")
+
+_context: ContextVar[dict[str, Any]] = ContextVar("agentops_run_log_context", default={})
+
+
+@contextmanager
+def run_log_context(**fields: Any) -> Iterator[None]:
+    """Stamp ``fields`` on every log record inside the block (nested blocks add to the outer)."""
+    unknown = set(fields) - set(RUN_FIELDS)
+    if unknown:
+        raise TypeError(f"run_log_context takes {', '.join(RUN_FIELDS)}; got {sorted(unknown)}")
+    values = {k: (str(v) if k == "run_id" else v) for k, v in fields.items() if v is not None}
+    token = _context.set({**_context.get(), **values})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def run_log_fields() -> dict[str, Any]:
+    """Return the current run context (every field, None where unset)."""
+    current = _context.get()
+    return {name: current.get(name) for name in RUN_FIELDS}
+
+
+class RunContextFilter(logging.Filter):
+    """Add the run context fields to each record; values passed in ``extra=`` win."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, value in run_log_fields().items():
+            if not hasattr(record, name):
+                setattr(record, name, value)
+        return True
+
+
+class JsonFormatter(_BaseJsonFormatter):
+    """One JSON object per line: time, level, logger, message, the run fields, any extras."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger"})
+        kwargs.setdefault("timestamp", True)
+        super().__init__("{levelname}{name}{message}", style="{", **kwargs)
+
+    def add_fields(self, log_data: dict, record: logging.LogRecord, message_dict: dict) -> None:
+        """Add the standard fields, then every run field (null when unknown)."""
+        super().add_fields(log_data, record, message_dict)
+        for name in RUN_FIELDS:
+            log_data.setdefault(name, getattr(record, name, None))
+
+
+class PlainFormatter(logging.Formatter):
+    """Human-readable lines that end with the run fields that are set (``run_id=… step=…``)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format the record, then append the run fields that are set."""
+        line = super().format(record)
+        ids = [f"{n}={getattr(record, n)}" for n in RUN_FIELDS if getattr(record, n, None) is not None]
+        return f"{line} [{' '.join(ids)}]" if ids else line
+
+
+def logging_config(*, json: bool, level: str = "WARNING") -> dict[str, Any]:
+    """Return a LOGGING dict: one stderr handler, JSON or plain, stamping the run context."""
+    formatter = "agentops.observability.logging.JsonFormatter" if json else (
+        "agentops.observability.logging.PlainFormatter"
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"run_context": {"()": "agentops.observability.logging.RunContextFilter"}},
+        "formatters": {"default": {"()": formatter}},
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "default",
+                "filters": ["run_context"],
+            }
+        },
+        "root": {"handlers": ["console"], "level": level},
+    }

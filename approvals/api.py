@@ -1,0 +1,62 @@
+"""REST endpoints of approvals and of the caller's own API keys."""
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Path, Query, Router, Status
+
+from agentops import api_auth
+from approvals import api_selectors as sel
+from approvals.apikeys import apikey_create, apikey_list, apikey_revoke
+from approvals.schemas import (
+    ApiKeyCreatedOut,
+    ApiKeyIn,
+    ApiKeyOut,
+    ApprovalFiltersIn,
+    ApprovalOut,
+    ApprovalPageOut,
+)
+
+router = Router(tags=["approvals"])
+keys_router = Router(tags=["api keys"])
+
+
+@router.get("", response=ApprovalPageOut, summary="List approvals")
+def list_approvals(request: HttpRequest, filters: Query[ApprovalFiltersIn], cursor: str = "",
+                   limit: int = Query(50, ge=1, le=200)) -> dict:
+    """List approvals newest first, filtered by status, run or tool."""
+    api_auth.viewer(request)
+    rows, next_cursor = sel.approval_list_page(
+        status=str(filters.status or ""), run_id=filters.run_id, tool=filters.tool,
+        cursor=cursor, limit=limit,
+    )
+    return {"items": rows, "next_cursor": next_cursor}
+
+
+@router.get("/{approval_id}", response=ApprovalOut, summary="Get an approval")
+def get_approval(request: HttpRequest, approval_id: int = Path(..., ge=1, le=2**62)):
+    """Return one approval with the exact arguments it asks about."""
+    api_auth.viewer(request)
+    return sel.approval_get(approval_id=approval_id)
+
+
+@keys_router.post("", response={201: ApiKeyCreatedOut}, summary="Create an API key")
+def create_key(request: HttpRequest, body: ApiKeyIn):
+    """Create a key for yourself; the response holds the key, shown only this once."""
+    user = api_auth.viewer(request)
+    key, raw = apikey_create(user=user, name=body.name)
+    key.key = raw
+    return Status(201, key)
+
+
+@keys_router.get("", response=list[ApiKeyOut], summary="List your API keys")
+def list_keys(request: HttpRequest):
+    """Return your keys (prefix and dates, never the secret)."""
+    user = api_auth.viewer(request)
+    return list(apikey_list(user=user)[:500])
+
+
+@keys_router.delete("/{key_id}", response=ApiKeyOut, summary="Revoke an API key")
+def revoke_key(request: HttpRequest, key_id: int = Path(..., ge=1, le=2**62)):
+    """Revoke one of your keys; calls with it fail from now on."""
+    user = api_auth.viewer(request)
+    return apikey_revoke(user=user, key_id=key_id)

@@ -1,0 +1,96 @@
+"""Console forms: settings (budget policies, tool limits) and approval decisions."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from ledger.models import ToolLimit
+from runs.models import BudgetPolicy
+
+
+class BudgetPolicyForm(forms.ModelForm):
+    """Edit a budget policy; an empty agent name is the global policy."""
+
+    class Meta:
+        model = BudgetPolicy
+        fields = ["agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
+                  "max_cost_micros", "max_seconds", "recovery_limit", "step_retry_limit"]
+        help_texts = {
+            "agent_name": "Blank = the global default for every agent.",
+            "max_cost_micros": "Millionths of a dollar (1000000 = $1).",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        """Reject limits of zero or below: blank means no limit."""
+        data = super().clean()
+        for name in ("max_tokens", "max_model_calls", "max_tool_calls", "max_cost_micros",
+                     "max_seconds"):
+            value = data.get(name)
+            if value is not None and value <= 0:
+                self.add_error(name, "Must be above zero; leave blank for no limit.")
+        return data
+
+
+class ToolLimitForm(forms.ModelForm):
+    """Edit a tool's concurrency, rate and circuit-breaker settings."""
+
+    class Meta:
+        model = ToolLimit
+        fields = ["tool", "concurrency", "rate_per_minute", "breaker_threshold",
+                  "breaker_cooldown_s"]
+        help_texts = {"concurrency": "Blank = unlimited.", "rate_per_minute": "Blank = unlimited."}
+
+    def clean(self) -> dict[str, Any]:
+        """Reject zero limits: blank means unlimited."""
+        data = super().clean()
+        for name in ("concurrency", "rate_per_minute", "breaker_threshold"):
+            value = data.get(name)
+            if value is not None and value <= 0:
+                self.add_error(name, "Must be above zero.")
+        return data
+
+
+class ReasonForm(forms.Form):
+    """A reason for an operator action; ``seen_seq`` detects changes made meanwhile."""
+
+    reason = forms.CharField(max_length=2000, strip=True)
+    seen_seq = forms.IntegerField(required=False)
+
+
+class RejectForm(forms.Form):
+    """Reject an approval: a reason is required and is shown to the agent."""
+
+    reason = forms.CharField(max_length=2000, strip=True)
+
+
+class EditArgsForm(forms.Form):
+    """Approve with edited arguments: a JSON object."""
+
+    args = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}))
+    reason = forms.CharField(max_length=2000, required=False, strip=True)
+
+    def clean_args(self) -> dict[str, Any]:
+        """Parse the arguments; they must be a JSON object."""
+        try:
+            value = json.loads(self.cleaned_data["args"])
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc.msg} (line {exc.lineno})") from exc
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Arguments must be a JSON object.")
+        return value
+
+
+def args_diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return per-key changes between proposed and edited arguments."""
+    rows = []
+    for key in sorted(set(proposed) | set(edited)):
+        before, after = proposed.get(key, None), edited.get(key, None)
+        if key not in edited:
+            rows.append({"key": key, "kind": "removed", "before": before, "after": None})
+        elif key not in proposed:
+            rows.append({"key": key, "kind": "added", "before": None, "after": after})
+        elif before != after:
+            rows.append({"key": key, "kind": "changed", "before": before, "after": after})
+    return rows

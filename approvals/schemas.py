@@ -1,0 +1,88 @@
+"""API shapes of approvals and API keys."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+from approvals.statuses import ApprovalStatus
+
+
+class ApprovalOut(Schema):
+    """A request for a person to approve one tool call with exact arguments."""
+
+    id: int
+    run_id: uuid.UUID
+    tool_call_id: str
+    status: ApprovalStatus
+    tool: str
+    proposed_args: dict[str, Any]
+    approved_args: dict[str, Any] | None
+    risk: str
+    why: str
+    state_seq: int
+    decided_by: str | None
+    decided_at: dt.datetime | None
+    reason: str
+    expires_at: dt.datetime | None
+    expiry_outcome: str
+    escalated: bool
+    created_at: dt.datetime
+
+    @staticmethod
+    def resolve_tool_call_id(obj: Any) -> str:
+        """Return the ledger id of the call (not the row id)."""
+        return obj.tool_call.tool_call_id
+
+    @staticmethod
+    def resolve_decided_by(obj: Any) -> str | None:
+        """Return who decided, by username."""
+        return obj.decided_by.get_username() if obj.decided_by else None
+
+
+class ApprovalPageOut(Schema):
+    """One page of approvals; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    items: list[ApprovalOut]
+    next_cursor: str | None
+
+
+class ApprovalFiltersIn(Schema):
+    """Filters of the approval list (all optional)."""
+
+    status: ApprovalStatus | None = None
+    run_id: uuid.UUID | None = None
+    tool: str = Field("", max_length=100)
+
+
+class DecisionIn(Schema):
+    """Approve, reject, or approve with edited arguments."""
+
+    decision: Literal["approve", "reject", "edit"]
+    reason: str = Field("", max_length=2000)
+    args: dict[str, Any] | None = Field(None, description="the edited arguments (edit only)")
+
+
+class ApiKeyIn(Schema):
+    """A name for the new key, so people know what uses it."""
+
+    name: str = Field(min_length=1, max_length=100)
+
+
+class ApiKeyOut(Schema):
+    """A key as listed: never the secret."""
+
+    id: int
+    name: str
+    prefix: str
+    created_at: dt.datetime
+    last_used_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+class ApiKeyCreatedOut(ApiKeyOut):
+    """A new key: ``key`` is shown this once and cannot be read again."""
+
+    key: str

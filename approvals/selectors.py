@@ -1,0 +1,39 @@
+"""Read-side queries of the approvals inbox."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+
+from approvals.models import Approval, Intervention
+from approvals.statuses import ApprovalStatus
+
+INBOX_LIMIT = 100
+
+
+def approval_list_pending(*, user: Any = None, limit: int = INBOX_LIMIT) -> list[Approval]:
+    """Return pending approvals, the soonest to expire first (no expiry last)."""
+    qs = (Approval.objects.filter(status=ApprovalStatus.PENDING)
+          .select_related("run", "tool_call")
+          .order_by(F("expires_at").asc(nulls_last=True), "created_at", "id"))
+    return list(qs[:limit])
+
+
+def approval_list_decided(*, limit: int = 50, before_id: int | None = None) -> list[Approval]:
+    """Return decided, expired or stale approvals, the newest first."""
+    qs = (Approval.objects.exclude(status=ApprovalStatus.PENDING)
+          .select_related("run", "decided_by").order_by("-id"))
+    if before_id:
+        qs = qs.filter(id__lt=before_id)
+    return list(qs[:limit])
+
+
+def approval_get(*, approval_id: int) -> Approval | None:
+    """Return one approval with its run and tool call, or None."""
+    return Approval.objects.select_related("run", "tool_call").filter(pk=approval_id).first()
+
+
+def settings_history(*, limit: int = 30) -> list[Intervention]:
+    """Return the newest settings changes from the audit log."""
+    return list(Intervention.objects.filter(action__startswith="settings.")
+                .order_by("-id")[:limit])

@@ -1,0 +1,63 @@
+"""Approval requests and decisions (the services the console and the API call)."""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from agentops import clock
+from agentops.tools import ToolSpec
+from approvals.errors import AlreadyDecided
+from approvals.models import Approval
+from approvals.statuses import ApprovalStatus, ExpiryOutcome
+from ledger.models import ToolCall
+
+
+def approval_needed(spec: ToolSpec, args: dict[str, Any]) -> str:
+    """Return why a person must approve this call, or "" when no approval is needed."""
+    if spec.approval == "always":
+        return f"{spec.name} always needs approval"
+    if spec.approval == "policy" and spec.approval_policy is not None:
+        return spec.approval_policy(args) or ""
+    return ""
+
+
+def approval_build(*, run: Any, call: ToolCall, spec: ToolSpec, why: str,
+                   state: dict[str, Any]) -> Approval:
+    """Return an unsaved Approval for ``call``, bound to its arguments and the run's state."""
+    # An irreversible action nobody approved in time is never taken by default.
+    outcome = ExpiryOutcome.DENY if spec.reversibility == "irreversible" else spec.approval_on_expiry
+    return Approval(
+        run_id=run.pk, tool_call=call, tool=spec.name, proposed_args=call.args,
+        risk="high" if spec.reversibility == "irreversible" else "medium", why=why[:300],
+        state_seq=state["seq"], plan_version=state["plan_version"],
+        expires_at=clock.now() + dt.timedelta(seconds=spec.approval_expiry_s),
+        expiry_outcome=outcome,
+    )
+
+
+def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
+    """Return a writer inserting approval rows inside the unit's transaction."""
+
+    def write() -> None:
+        Approval.objects.bulk_create(rows)
+
+    return write
+
+
+def approval_lock(approval_id: int) -> Approval:
+    """Return the approval locked for a decision; a decided one raises AlreadyDecided."""
+    approval = Approval.objects.select_for_update().select_related("decided_by").get(pk=approval_id)
+    if approval.status != ApprovalStatus.PENDING:
+        who = approval.decided_by.get_username() if approval.decided_by else "the system"
+        raise AlreadyDecided(
+            f"this approval was already {approval.status} by {who}",
+            status=approval.status, decided_by=who,
+        )
+    return approval
+
+
+def approval_pending_for_run(run_id: Any) -> list[Approval]:
+    """Return the run's pending approvals."""
+    return list(Approval.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING))
+

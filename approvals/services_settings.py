@@ -1,0 +1,50 @@
+"""Save admin settings (budget policies, tool limits) and record the diff in the audit log."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.forms import ModelForm
+
+from approvals.models import Intervention
+
+
+def _jsonable(value: Any) -> Any:
+    return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
+
+
+def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+    return {k: [_jsonable(before.get(k)), _jsonable(v)]
+            for k, v in after.items() if before.get(k) != v}
+
+
+def _settings_save(*, form: ModelForm, actor: Any, action: str, label: str) -> Any:
+    fields = list(form.Meta.fields)
+    instance = form.instance
+    creating = instance.pk is None
+    before = {} if creating else dict(
+        type(instance).objects.filter(pk=instance.pk).values(*fields).first() or {})
+    with transaction.atomic():
+        obj = form.save(commit=False)
+        if hasattr(obj, "updated_by_id"):
+            obj.updated_by = actor
+        obj.save()
+        after = {f: getattr(obj, f) for f in fields}
+        changes = _diff(before, after)
+        Intervention.objects.create(
+            actor=actor, actor_name=actor.get_username(), action=action,
+            data={"target": getattr(obj, label) or "(global)", "created": creating,
+                  "changes": changes},
+        )
+    return obj
+
+
+def budget_policy_save(*, form: ModelForm, actor: Any) -> Any:
+    """Save a valid BudgetPolicyForm and audit it as ``settings.budget_policy``."""
+    return _settings_save(form=form, actor=actor, action="settings.budget_policy",
+                          label="agent_name")
+
+
+def tool_limit_save(*, form: ModelForm, actor: Any) -> Any:
+    """Save a valid ToolLimitForm and audit it as ``settings.tool_limit``."""
+    return _settings_save(form=form, actor=actor, action="settings.tool_limit", label="tool")

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): each script prints one JSON line of figures; run_all.py tabulates."""

@@ -1,0 +1,178 @@
+"""What every benchmark shares: the bench database, Django boot, timing and PostgreSQL counters.
+
+Each benchmark script prints exactly ONE JSON line on stdout (``emit``); anything else goes to
+stderr, so ``run_all.py`` can read the figures from the last stdout line.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/agentops_bench"
+
+
+def bench_url() -> str:
+    """Return the URL of the bench database (env BENCH_DATABASE_URL)."""
+    return os.environ.get("BENCH_DATABASE_URL") or DEFAULT_URL
+
+
+def bench_scale() -> float:
+    """Return the seed scale factor (env BENCH_SCALE, 1.0 = 100k runs and 2M events)."""
+    raw = os.environ.get("BENCH_SCALE") or "1"
+    scale = float(raw)
+    if not 0 < scale <= 10:
+        raise ValueError(f"BENCH_SCALE must be in (0, 10], got {raw!r}")
+    return scale
+
+
+def _maintenance_url(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not name:
+        raise ValueError(f"BENCH_DATABASE_URL names no database: {url!r}")
+    return urlunsplit(parts._replace(path="/postgres")), name
+
+
+def db_ensure(url: str) -> bool:
+    """Create the database ``url`` names if it is missing; return True when it was created."""
+    import psycopg
+    from psycopg import sql
+
+    admin_url, name = _maintenance_url(url)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            return False
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return True
+
+
+def django_boot(*, migrate: bool = True) -> str:
+    """Point Django at the bench database (creating and migrating it) and set it up."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    url = bench_url()
+    db_ensure(url)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
+    os.environ.setdefault("AGENTOPS_DEBUG", "0")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+    import django
+
+    django.setup()
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
+    return url
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    """Return n, mean, min, p50 (= median), p95, p99 and max of ``samples`` (nearest rank)."""
+    if not samples:
+        return {"n": 0}
+    ordered = sorted(samples)
+
+    def rank(p: float) -> float:
+        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+    return {
+        "n": len(ordered),
+        "mean": round(sum(ordered) / len(ordered), 3),
+        "min": round(ordered[0], 3),
+        "p50": round(rank(50), 3),
+        "p95": round(rank(95), 3),
+        "p99": round(rank(99), 3),
+        "max": round(ordered[-1], 3),
+    }
+
+
+def median(samples: Sequence[float]) -> float:
+    """Return the median (p50) of ``samples``."""
+    return percentiles(samples)["p50"]
+
+
+@contextmanager
+def stopwatch() -> Iterator[dict[str, float]]:
+    """Time the block; the yielded dict holds ``s`` and ``ms`` once it exits."""
+    out: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out["s"] = time.perf_counter() - start
+        out["ms"] = out["s"] * 1000
+
+
+def peak_rss_mb(*, children: bool = False) -> float:
+    """Return the peak resident set size of this process (or its waited-for children) in MiB."""
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return round(resource.getrusage(who).ru_maxrss / 1024, 1)  # Linux reports KiB
+
+
+def pg_counters() -> dict[str, Any]:
+    """Return the cluster's WAL position and the bench database's commit count, now.
+
+    Flushes this backend's statistics first. Other processes' statistics reach
+    pg_stat_database when they go idle (PostgreSQL 15+: within ~1 s, at most 10 s) or exit, so
+    a multi-process benchmark should let workers exit or wait before the closing read. The WAL
+    position is cluster-wide: on a shared server it includes everyone's writes.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        if connection.pg_version >= 150000:
+            cur.execute("SELECT pg_stat_force_next_flush()")
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute(
+            "SELECT pg_current_wal_lsn()::text, xact_commit FROM pg_stat_database "
+            "WHERE datname = current_database()"
+        )
+        lsn, commits = cur.fetchone()
+    return {"lsn": lsn, "commits": int(commits)}
+
+
+def pg_delta(before: dict[str, Any]) -> dict[str, int]:
+    """Return WAL bytes and commits since ``before`` (a ``pg_counters()`` result).
+
+    The commits include the one that reads the counters.
+    """
+    from django.db import connection
+
+    after = pg_counters()
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [after["lsn"], before["lsn"]])
+        wal = int(cur.fetchone()[0])
+    return {"wal_bytes": wal, "commits": after["commits"] - before["commits"]}
+
+
+def pg_version_text() -> str:
+    """Return the server's version string (e.g. "15.20"), or "unavailable"."""
+    import psycopg
+
+    try:
+        with psycopg.connect(_maintenance_url(bench_url())[0], connect_timeout=3) as conn:
+            return str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
+    except psycopg.Error:
+        return "unavailable"
+
+
+def log(message: str) -> None:
+    """Write a progress line to stderr (stdout is reserved for the one JSON line)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def emit(bench: str, figures: dict[str, Any]) -> None:
+    """Print the benchmark's one JSON line of figures on stdout."""
+    line = {"bench": bench, "peak_rss_mb": peak_rss_mb(), **figures}
+    sys.stdout.write(json.dumps(line, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,37 @@
+"""Idempotency keys, argument hashes and redaction of sensitive arguments."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from runs.engine.jsonstate import canonical_json
+
+
+def args_hash(args: dict[str, Any]) -> str:
+    """Return the sha256 of the canonical JSON of ``args``."""
+    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
+
+
+def idempotency_key(*, run_id: Any, step: str, tool: str, args: dict[str, Any],
+                    turn: int | None = None) -> str:
+    """Return hash(run, step, tool, canonical args) — plus the turn for reads.
+
+    Writes leave the turn out, so the model asking again for the same write in the same step
+    maps to the same ledger row and never runs twice. Reads include it: asking again for a read
+    (polling) is a new call.
+    """
+    parts = [str(run_id), step, tool, canonical_json(args)]
+    if turn is not None:
+        parts.append(str(turn))
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def redact(args: dict[str, Any], sensitive: tuple[str, ...]) -> dict[str, Any]:
+    """Return ``args`` with each sensitive value replaced by a marker holding its hash."""
+    if not sensitive:
+        return args
+    return {
+        k: (f"[redacted sha256:{hashlib.sha256(canonical_json(v).encode()).hexdigest()[:12]}]"
+            if k in sensitive else v)
+        for k, v in args.items()
+    }

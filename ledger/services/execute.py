@@ -1,0 +1,99 @@
+"""Run one attempt of a tool call and classify what happened.
+
+The engine records the ledger row before calling this; this function never touches the
+database. Every exception a tool raises becomes an Outcome with a category, whether it may be
+retried, and whether the side effect is ambiguous (may have happened).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentops.tools import ToolContext, ToolSpec
+from ledger.errors import ToolError, ToolInvalidArguments
+from ledger.services.results import InvalidToolOutput, Layered, result_layer
+from runs.errors import RunControl
+
+_POOL = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="agentops-tool")
+# Parallel calls of one turn run here; each may itself wait on _POOL for its timeout, so the
+# two pools are separate and neither can starve the other.
+_PARALLEL = cf.ThreadPoolExecutor(max_workers=8, thread_name_prefix="agentops-parallel")
+
+
+@dataclass
+class Outcome:
+    """The result of one attempt."""
+
+    status: str  # succeeded | failed | timed_out
+    result: Layered | None = None
+    category: str = ""
+    message: str = ""
+    retryable: bool = False
+    ambiguous: bool = False
+    next_retry_delay: float | None = None
+    log: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the attempt succeeded."""
+        return self.status == "succeeded"
+
+
+def toolcall_execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Outcome:
+    """Call the tool once (with its timeout) and return the classified Outcome."""
+    try:
+        if spec.timeout is None:
+            raw = spec.fn(ctx, **args)
+        else:
+            raw = _with_timeout(spec, ctx, args)
+        return Outcome("succeeded", result=result_layer(raw, tool=spec.name))
+    except RunControl:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every tool failure is classified, none escapes
+        return classify(spec, exc)
+
+
+def _with_timeout(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Any:
+    future = _POOL.submit(spec.fn, ctx, **args)
+    try:
+        return future.result(timeout=spec.timeout)
+    except cf.TimeoutError:
+        # The thread cannot be killed; tell it to stop and treat the outcome as ambiguous.
+        ctx.cancel.cancel()
+        raise TimeoutError(f"{spec.name} did not answer within {spec.timeout}s") from None
+
+
+def classify(spec: ToolSpec, exc: BaseException) -> Outcome:
+    """Return the Outcome for an exception raised by a tool."""
+    if isinstance(exc, ToolError):
+        status = "timed_out" if exc.category == "timeout" else "failed"
+        return Outcome(status, category=exc.category, message=exc.model_message,
+                       retryable=exc.retryable, ambiguous=exc.ambiguous and spec.is_write,
+                       next_retry_delay=exc.next_retry_delay, log=repr(exc), details=exc.details)
+    if isinstance(exc, ToolInvalidArguments):
+        return Outcome("failed", category="invalid_arguments", message=exc.message)
+    if isinstance(exc, InvalidToolOutput):
+        return Outcome("failed", category="permanent", message=str(exc), log=repr(exc))
+    if isinstance(exc, (TimeoutError, socket.timeout)):
+        return Outcome("timed_out", category="timeout", message=f"{spec.name} timed out",
+                       retryable=True, ambiguous=spec.is_write, log=repr(exc))
+    if isinstance(exc, ConnectionError):
+        return Outcome("failed", category="transient", message=f"{spec.name}: connection failed",
+                       retryable=True, ambiguous=spec.is_write, log=repr(exc))
+    if isinstance(exc, TypeError):
+        return Outcome("failed", category="invalid_arguments",
+                       message=f"{spec.name} rejected its arguments", log=repr(exc))
+    return Outcome("failed", category="tool_error",
+                   message=f"{spec.name} failed ({type(exc).__name__})", log=repr(exc))
+
+
+def run_calls(jobs: list[tuple[ToolSpec, ToolContext, dict[str, Any]]]) -> list[Outcome]:
+    """Run several calls; in parallel when there is more than one. Order follows ``jobs``."""
+    if len(jobs) == 1:
+        spec, ctx, args = jobs[0]
+        return [toolcall_execute(spec, ctx, args)]
+    futures = [_PARALLEL.submit(toolcall_execute, spec, ctx, args) for spec, ctx, args in jobs]
+    return [f.result() for f in futures]

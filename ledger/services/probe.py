@@ -1,0 +1,30 @@
+"""Probing: ask the outside world whether an ambiguous write happened."""
+from __future__ import annotations
+
+from typing import Any
+
+from agentops.tools import ToolContext, ToolSpec
+from ledger.services.execute import Outcome
+from ledger.services.results import result_layer
+from runs.errors import RunControl
+
+
+def probe_call(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any], failed: Outcome) -> Outcome:
+    """Return the outcome after probing: succeeded, a safe retry, or still ambiguous.
+
+    The probe returns a ToolResult/dict when the call ran, None when it did not; if the probe
+    itself fails, the outcome stays ambiguous (a person must confirm).
+    """
+    try:
+        found = spec.probe(ctx, **args)
+    except RunControl:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing probe leaves the outcome unknown
+        failed.log += f"\nprobe failed: {exc!r}"
+        return failed
+    if found is None:
+        # It did not happen: retrying with the same key is safe.
+        return Outcome("failed", category=failed.category, message=f"{failed.message}; probe "
+                       "says it did not happen", retryable=True, ambiguous=False,
+                       next_retry_delay=failed.next_retry_delay)
+    return Outcome("succeeded", result=result_layer(found, tool=spec.name))

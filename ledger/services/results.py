@@ -1,0 +1,82 @@
+"""Result layering: facts (stable) + summary (for the model) + log (artifact only).
+
+What enters the model's context is bounded: facts and summary up to a size limit; anything
+larger, and every log, goes to the artifact store and is reachable by tool_call_id.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from agentops.tools import ToolResult
+from ledger.artifacts import artifact_put
+from runs.engine.jsonstate import check_json
+from runs.errors import NotJSONSerializable
+
+
+class InvalidToolOutput(Exception):
+    """A tool returned something that is not a ToolResult/dict of JSON facts."""
+
+    category = "invalid_tool_output"
+
+
+@dataclass
+class Layered:
+    """A tool result split into what the context holds and what only the artifact holds."""
+
+    facts: dict[str, Any]
+    summary: str
+    artifact: str = ""
+    missing_fields: list[str] = field(default_factory=list)
+    next_cursor: str | None = None
+    truncated: bool = False
+
+
+def result_layer(raw: Any, *, tool: str) -> Layered:
+    """Return ``raw`` (a ToolResult or dict) layered, oversized parts moved to an artifact."""
+    if isinstance(raw, dict):
+        raw = ToolResult(facts=raw, summary="")
+    if not isinstance(raw, ToolResult):
+        raise InvalidToolOutput(
+            f"tool {tool} returned {type(raw).__name__}; return a ToolResult or a dict of facts"
+        )
+    try:
+        check_json(raw.facts, "facts")
+    except NotJSONSerializable as exc:
+        raise InvalidToolOutput(f"tool {tool} returned facts that are not JSON: {exc}") from None
+    limit = settings.AGENTOPS_INLINE_RESULT_BYTES
+    facts_text = json.dumps(raw.facts, ensure_ascii=False)
+    summary = raw.summary or ""
+    log = raw.log.encode() if isinstance(raw.log, str) else (raw.log or b"")
+    out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
+                  next_cursor=raw.next_cursor)
+    if len(facts_text) + len(summary) <= limit and not log:
+        return out
+    payload = log if log else facts_text.encode()
+    if log and len(facts_text) + len(summary) > limit:
+        payload = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" + log
+    out.artifact = artifact_put(payload, content_type="application/json" if not log else "text/plain")
+    if len(facts_text) > limit:
+        out.facts = _shrink(raw.facts, limit)
+        out.truncated = True
+    if len(summary) > limit:
+        out.summary = summary[:limit] + " [truncated; expand the result for the rest]"
+        out.truncated = True
+    return out
+
+
+def _shrink(facts: dict[str, Any], limit: int) -> dict[str, Any]:
+    """Keep the small facts; replace big values by a note (the artifact has them)."""
+    kept: dict[str, Any] = {}
+    budget = limit
+    for k, v in facts.items():
+        size = len(json.dumps(v, ensure_ascii=False))
+        if size <= budget // 4:
+            kept[k] = v
+            budget -= size
+        else:
+            kept[k] = f"[{size} bytes in the result artifact; expand to read]"
+    return kept

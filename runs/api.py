@@ -1,0 +1,163 @@
+"""REST endpoints of runs: list, read, start and steer runs; admins' budget policies.
+
+Handlers parse, check the caller's role, call one service or selector, and return.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpRequest
+from ninja import Header, Path, Query, Router, Status
+
+from agentops import api_auth
+from approvals import limits
+from runs import api_selectors as sel
+from runs import services
+from runs.models import BudgetPolicy
+from runs.schemas import (
+    BudgetPolicyCreateIn,
+    BudgetPolicyIn,
+    BudgetPolicyOut,
+    CancelIn,
+    EventPageOut,
+    RunFiltersIn,
+    RunOut,
+    RunCreateIn,
+    RunPageOut,
+    SignalOut,
+    SnapshotOut,
+    SnapshotStateOut,
+    StepOut,
+)
+from ledger.schemas import ToolCallOut
+
+router = Router(tags=["runs"])
+admin_router = Router(tags=["admin"])
+
+
+def as_query(filters: RunFiltersIn) -> sel.RunQuery:
+    """Return the selector query for the API filters."""
+    return sel.RunQuery(
+        statuses=[str(s) for s in filters.status], agent=filters.agent,
+        reason=str(filters.reason or ""), text=filters.text,
+        created_after=filters.created_after, created_before=filters.created_before,
+    )
+
+
+@router.get("", response=RunPageOut, summary="List runs")
+def list_runs(request: HttpRequest, filters: Query[RunFiltersIn], cursor: str = "",
+              limit: int = Query(50, ge=1, le=200)) -> dict:
+    """List runs newest first, filtered; follow ``next_cursor`` for the next page."""
+    api_auth.viewer(request)
+    rows, next_cursor = sel.run_list_page(query=as_query(filters), cursor=cursor, limit=limit)
+    return {"items": rows, "next_cursor": next_cursor}
+
+
+@router.post("", response={201: RunOut}, summary="Start a run")
+def create_run(request: HttpRequest, body: RunCreateIn,
+               idempotency_key: str | None = Header(None, alias="Idempotency-Key",
+                                                    min_length=1, max_length=200)):
+    """Start a run; the same Idempotency-Key returns the same run, another body is 409."""
+    user = api_auth.operator(request)
+    budget = body.budget.model_dump(exclude_none=True) if body.budget else None
+    run = services.run_start(agent=body.agent, goal=body.goal, input=body.input, budget=budget,
+                             idempotency_key=idempotency_key, actor=user,
+                             constraints=body.constraints)
+    return Status(201, run)
+
+
+@router.get("/{run_id}", response=RunOut, summary="Get a run")
+def get_run(request: HttpRequest, run_id: uuid.UUID):
+    """Return a run's projection: status, wait, attention, usage against budgets."""
+    api_auth.viewer(request)
+    return sel.run_get(run_id=run_id)
+
+
+@router.get("/{run_id}/steps", response=list[StepOut], summary="List a run's steps")
+def list_steps(request: HttpRequest, run_id: uuid.UUID):
+    """Return the run's plan steps in order."""
+    api_auth.viewer(request)
+    return sel.step_list(run=sel.run_get(run_id=run_id))
+
+
+@router.get("/{run_id}/events", response=EventPageOut, summary="Read a run's events")
+def list_events(request: HttpRequest, run_id: uuid.UUID,
+                after_seq: int = Query(0, ge=0, le=2**62),
+                limit: int = Query(100, ge=1, le=1000)) -> dict:
+    """Return events after ``after_seq`` in order; call again with ``last_seq`` to tail."""
+    api_auth.viewer(request)
+    run = sel.run_get(run_id=run_id)
+    rows, more = sel.event_list_after(run=run, after_seq=after_seq, limit=limit)
+    return {"items": rows, "last_seq": rows[-1].seq if rows else after_seq, "has_more": more}
+
+
+@router.get("/{run_id}/tool-calls", response=list[ToolCallOut], summary="List a run's tool calls")
+def list_tool_calls(request: HttpRequest, run_id: uuid.UUID,
+                    offset: int = Query(0, ge=0, le=10**9),
+                    limit: int = Query(100, ge=1, le=500)):
+    """Return the run's ledger in call order (sensitive arguments redacted)."""
+    api_auth.viewer(request)
+    return sel.toolcall_list(run=sel.run_get(run_id=run_id), offset=offset, limit=limit)
+
+
+@router.get("/{run_id}/snapshots", response=list[SnapshotOut], summary="List snapshots")
+def list_snapshots(request: HttpRequest, run_id: uuid.UUID,
+                   limit: int = Query(20, ge=1, le=200)):
+    """Return the newest snapshot headers of a run."""
+    api_auth.viewer(request)
+    return sel.snapshot_list(run=sel.run_get(run_id=run_id), limit=limit)
+
+
+@router.get("/{run_id}/snapshots/{seq}", response=SnapshotStateOut, summary="Get a snapshot")
+def get_snapshot(request: HttpRequest, run_id: uuid.UUID,
+                 seq: int = Path(..., ge=1, le=2**62)):
+    """Return one snapshot with its full state."""
+    api_auth.viewer(request)
+    return sel.snapshot_get(run=sel.run_get(run_id=run_id), seq=seq)
+
+
+@router.get("/{run_id}/signals", response=list[SignalOut], summary="List a run's signals")
+def list_signals(request: HttpRequest, run_id: uuid.UUID,
+                 limit: int = Query(100, ge=1, le=500)):
+    """Return the signals sent to a run, newest first."""
+    api_auth.viewer(request)
+    return sel.signal_list(run=sel.run_get(run_id=run_id), limit=limit)
+
+
+@router.post("/{run_id}/cancel", response=RunOut, summary="Cancel a run")
+def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
+    """Cancel a run; a run that has already ended is 409."""
+    user = api_auth.operator(request)
+    return services.run_cancel(run=sel.run_get(run_id=run_id), actor=user, reason=body.reason)
+
+
+@admin_router.get("", response=list[BudgetPolicyOut], summary="List budget policies")
+def list_budget_policies(request: HttpRequest):
+    """Return every budget policy (the global one has an empty agent_name)."""
+    api_auth.admin(request)
+    return list(BudgetPolicy.objects.order_by("agent_name")[:1000])
+
+
+@admin_router.post("", response={201: BudgetPolicyOut}, summary="Create a budget policy")
+def create_budget_policy(request: HttpRequest, body: BudgetPolicyCreateIn):
+    """Create the policy of one agent (or the global one); 409 when it exists."""
+    user = api_auth.admin(request)
+    values = body.model_dump(exclude={"agent_name"})
+    return Status(201, limits.budget_policy_create(actor=user, agent_name=body.agent_name,
+                                                   values=values))
+
+
+@admin_router.get("/{policy_id}", response=BudgetPolicyOut, summary="Get a budget policy")
+def get_budget_policy(request: HttpRequest, policy_id: int = Path(..., ge=1, le=2**62)):
+    """Return one budget policy."""
+    api_auth.admin(request)
+    return limits.budget_policy_get(policy_id=policy_id)
+
+
+@admin_router.patch("/{policy_id}", response=BudgetPolicyOut, summary="Update a budget policy")
+def update_budget_policy(request: HttpRequest, body: BudgetPolicyIn,
+                         policy_id: int = Path(..., ge=1, le=2**62)):
+    """Set the fields sent (null = no limit); the change is written to the audit log."""
+    user = api_auth.admin(request)
+    return limits.budget_policy_update(actor=user, policy_id=policy_id,
+                                       values=body.model_dump(exclude_unset=True))

@@ -1,0 +1,61 @@
+"""Budgets: what a run may still spend, from its own limits or the admin's BudgetPolicy."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from agentops import clock
+from runs.models import BudgetPolicy, Run
+
+_FIELDS = (
+    ("tokens", "budget_tokens", "tokens_used", "max_tokens"),
+    ("model_calls", "budget_model_calls", "model_calls", "max_model_calls"),
+    ("tool_calls", "budget_tool_calls", "tool_calls", "max_tool_calls"),
+    ("cost", "budget_cost_micros", "cost_micros", "max_cost_micros"),
+)
+
+
+def budget_defaults(*, agent_name: str, agent_budget: Any) -> dict[str, Any]:
+    """Return the Run budget columns for a new run: agent policy > global policy > agent code."""
+    policies = {p.agent_name: p for p in BudgetPolicy.objects.filter(agent_name__in=["", agent_name])}
+    policy = policies.get(agent_name) or policies.get("")
+    values = {
+        "budget_tokens": agent_budget.tokens,
+        "budget_model_calls": agent_budget.model_calls,
+        "budget_tool_calls": agent_budget.tool_calls,
+        "budget_cost_micros": agent_budget.cost_micros,
+    }
+    seconds = agent_budget.seconds
+    if policy is not None:
+        for _, column, _, pfield in _FIELDS:
+            if getattr(policy, pfield) is not None:
+                values[column] = getattr(policy, pfield)
+        seconds = policy.max_seconds or seconds
+        values["recovery_limit"] = policy.recovery_limit
+    if seconds:
+        values["deadline"] = clock.now() + dt.timedelta(seconds=seconds)
+    return values
+
+
+def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
+    """Return what ran out (e.g. "tokens: used 1200 of 1000"), or None when the run may go on.
+
+    Checked before each model call and tool call: a budget is spent once usage reaches it.
+    """
+    used = {"tokens": usage["tokens"], "model_calls": usage["model_calls"],
+            "tool_calls": usage["tool_calls"], "cost": usage["cost_micros"]}
+    for name, column, _, _ in _FIELDS:
+        limit = getattr(run, column)
+        if limit is not None and used[name] >= limit:
+            return f"{name}: used {used[name]} of {limit}"
+    if run.deadline is not None and clock.now() >= run.deadline:
+        return f"deadline {run.deadline.isoformat(timespec='seconds')} passed"
+    return None
+
+
+def budget_meters(run: Run) -> list[dict[str, Any]]:
+    """Return used vs limit for each budget, for the console's meters."""
+    meters = []
+    for name, column, used_field, _ in _FIELDS:
+        meters.append({"name": name, "used": getattr(run, used_field), "limit": getattr(run, column)})
+    return meters

@@ -1,0 +1,115 @@
+"""From a model reply to ledger rows: ids, idempotency keys, dedup, approvals, redaction."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentops.tools import ToolSpec
+from approvals.services import approval_build, approval_needed, approvals_insert
+from ledger.keys import args_hash, idempotency_key, redact
+from ledger.models import ToolCall
+from ledger.sealed import seal
+from ledger.services.record import toolcalls_insert
+from ledger.statuses import DONE_OK, ToolCallStatus
+from runs.engine.events import NewEvent
+from runs.engine.session import RunSession
+
+
+@dataclass
+class PlannedCall:
+    """One tool call of a reply, on its way into the ledger."""
+
+    index: int
+    call_id: str
+    name: str
+    args: dict[str, Any] | None
+    provider_id: str
+    spec: ToolSpec | None
+    error: str = ""
+    key: str = ""
+    row: ToolCall | None = None
+
+    def event_json(self) -> dict[str, Any]:
+        """Return the call as the model.replied event records it (sensitive args redacted)."""
+        args = self.args if self.args is not None else {}
+        if self.spec is not None:
+            args = redact(args, self.spec.sensitive)
+        return {"id": self.call_id, "name": self.name, "args": args,
+                "provider_id": self.provider_id}
+
+
+def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
+    """Return the tool.result event (after_tool_call) of a settled call."""
+    return NewEvent("tool.result", {"id": call_id, **data}, tool_call_id=call_id,
+                    attempt=attempt)
+
+
+def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedCall],
+               replied: NewEvent, inline: Callable[..., None]) -> None:
+    """Record the reply with its ledger rows; run plain reads inline in the same unit."""
+    events: list[NewEvent] = [replied]
+    valid = [p for p in planned if not p.error]
+    for p in valid:
+        p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name, args=p.args or {},
+                                turn=None if p.spec.is_write else turn)
+    existing = _existing([p.key for p in valid if p.spec.is_write])
+    rows, approvals = [], []
+    for p in planned:
+        if p.error:
+            events.append(result_event(p.call_id, status="failed", error={
+                "category": "invalid_arguments", "retryable": True, "message": p.error,
+                "next": "fix the arguments and call the tool again"}))
+        elif p.key in existing:
+            events.append(_dedup_result(p, existing[p.key]))
+        else:
+            p.row = _row(session, step, turn, p)
+            rows.append(p.row)
+            reason = approval_needed(p.spec, p.args or {})
+            if reason:
+                p.row.status = ToolCallStatus.AWAITING_APPROVAL
+                approvals.append(approval_build(run=session.run, call=p.row, spec=p.spec,
+                                                why=reason, state=session.state))
+    if rows and not approvals and all(_inline_ok(session, p) for p in valid if p.row):
+        inline(session, step, turn, [p for p in valid if p.row], events)
+        return
+    also = [toolcalls_insert(rows)] if rows else []
+    if approvals:
+        also.append(approvals_insert(approvals))
+    session.commit(events, also=also)
+
+
+def _existing(keys: list[str]) -> dict[str, ToolCall]:
+    if not keys:
+        return {}
+    return {r.idempotency_key: r for r in ToolCall.objects.filter(idempotency_key__in=keys)}
+
+
+def _dedup_result(p: PlannedCall, prior: ToolCall) -> NewEvent:
+    if prior.status in DONE_OK:
+        return result_event(p.call_id, status="succeeded", facts=prior.facts,
+                            summary=prior.summary, deduplicated=True, same_as=prior.tool_call_id)
+    return result_event(p.call_id, status="failed", deduplicated=True, same_as=prior.tool_call_id,
+                        error={"category": "duplicate", "retryable": False,
+                               "message": f"this exact call was already made as "
+                                          f"{prior.tool_call_id} ({prior.status}); not repeated",
+                               "next": "use the earlier result or change the arguments"})
+
+
+def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
+    spec, args = p.spec, p.args or {}
+    sensitive = {k: v for k, v in args.items() if k in spec.sensitive}
+    return ToolCall(
+        tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,
+        step_key=step, turn=turn, index=p.index, tool=p.name, args=redact(args, spec.sensitive),
+        args_hash=args_hash(args), idempotency_key=p.key, effect=spec.effect,
+        idempotent=spec.idempotent, probeable=spec.probe is not None,
+        reversibility=spec.reversibility, sealed_args=seal(sensitive),
+    )
+
+
+def _inline_ok(session: RunSession, p: PlannedCall) -> bool:
+    spec, limit = p.spec, session.tool_limits.get(p.name)
+    limited = limit is not None and (limit.concurrency or limit.rate_per_minute
+                                     or limit.breaker_opened_at)
+    return not spec.is_write and spec.concurrency is None and spec.rate is None and not limited

@@ -1,0 +1,125 @@
+"""The model's context, rebuilt from state on every call, in layers.
+
+system prompt (+ a note after a recovery) -> pinned goal, constraints and input (never
+trimmed, never overwritten by tool output) -> structured progress (plan, completed steps,
+confirmed facts) -> a summary of older turns -> the last turns with their tool results ->
+the current step. Tool messages always pair with their tool_call_id.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentops.agents import Agent
+
+RESUMED_NOTE = (
+    "This run was resumed from a checkpoint after an interruption. Everything below is the "
+    "recorded state; tool calls already made are not repeated."
+)
+MISSING_NOTE = "Some fields are missing from this result. Do not guess or infer them."
+KEEP_TURNS = 12
+COMPACT_AT = 0.7
+
+
+def context_build(state: dict[str, Any], agent: Agent) -> list[dict[str, Any]]:
+    """Return the messages the model sees for the next call of the current step."""
+    system = agent.system_prompt
+    if state["recoveries"] or state.get("resumed"):
+        system = f"{system}\n\n{RESUMED_NOTE}"
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    messages.append({"role": "user", "content": _pinned(state)})
+    messages.append({"role": "user", "content": _progress(state)})
+    if state["summary"]:
+        messages.append({"role": "user", "content": f"## Earlier turns (summary)\n{state['summary']}"})
+    for turn in state["turns"][-KEEP_TURNS:]:
+        messages.extend(_turn_messages(turn))
+    messages.append({"role": "user", "content": _current(state)})
+    return messages
+
+
+def context_tokens(messages: list[dict[str, Any]]) -> int:
+    """Return a cheap estimate of the tokens in ``messages`` (4 characters a token)."""
+    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // 4
+
+
+def needs_compaction(messages: list[dict[str, Any]], window: int) -> bool:
+    """Return True when the context is past COMPACT_AT of the model's window."""
+    return context_tokens(messages) > int(window * COMPACT_AT)
+
+
+def compaction_summary(state: dict[str, Any], keep: int) -> tuple[int, str]:
+    """Return (last turn compacted, summary text) folding all but the last ``keep`` turns."""
+    old = state["turns"][:-keep] if keep else state["turns"]
+    lines = [state["summary"]] if state["summary"] else []
+    for turn in old:
+        for call in turn["calls"]:
+            result = call.get("result") or {}
+            status = result.get("status", "pending")
+            lines.append(f"- turn {turn['n']} ({turn['step']}): {call['name']} -> {status}: "
+                         f"{(result.get('summary') or '')[:160]}")
+        if not turn["calls"] and turn["text"]:
+            lines.append(f"- turn {turn['n']} ({turn['step']}): said {turn['text'][:160]}")
+    return (old[-1]["n"] if old else 0), "\n".join(lines)
+
+
+def tool_message_content(result: dict[str, Any] | None) -> str:
+    """Return the JSON a tool message carries for a recorded result."""
+    if result is None:
+        return json.dumps({"status": "pending"})
+    body: dict[str, Any] = {"status": result.get("status")}
+    if result.get("summary"):
+        body["summary"] = result["summary"]
+    if result.get("facts") is not None:
+        body["facts"] = result["facts"]
+    if result.get("missing_fields"):
+        body["missing_fields"] = result["missing_fields"]
+        body["note"] = MISSING_NOTE
+    if result.get("error"):
+        body["error"] = result["error"]
+    if result.get("artifact"):
+        body["full_result"] = "stored; not shown here"
+    return json.dumps(body, ensure_ascii=False, sort_keys=True)
+
+
+def _pinned(state: dict[str, Any]) -> str:
+    run = state["run"]
+    text = f"## Goal\n{run.get('goal', '')}\n"
+    if run.get("constraints"):
+        text += "## Constraints\n" + "\n".join(f"- {c}" for c in run["constraints"]) + "\n"
+    return text + "## Input\n" + json.dumps(run.get("input", {}), sort_keys=True)
+
+
+def _progress(state: dict[str, Any]) -> str:
+    lines = ["## Progress"]
+    for step in state["plan"]:
+        st = state["steps"].get(step["key"], {})
+        mark = {"succeeded": "x", "skipped": "-", "running": ">"}.get(st.get("status"), " ")
+        lines.append(f"[{mark}] {step['key']}: {step['title']}")
+    if state["facts"]:
+        lines.append("## Confirmed facts")
+        for call_id, facts in list(state["facts"].items())[-20:]:
+            lines.append(f"- {call_id}: {json.dumps(facts, sort_keys=True)[:400]}")
+    return "\n".join(lines)
+
+
+def _current(state: dict[str, Any]) -> str:
+    key = state["current_step"] or ""
+    step = next((s for s in state["plan"] if s["key"] == key), {"title": key, "input": {}})
+    turns = sum(1 for t in state["turns"] if t["step"] == key)
+    return (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
+            f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
+
+
+def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    msg: dict[str, Any] = {"role": "assistant", "content": turn["text"] or ""}
+    if turn["calls"]:
+        msg["tool_calls"] = [
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
+            for c in turn["calls"]
+        ]
+    out = [msg]
+    for c in turn["calls"]:
+        out.append({"role": "tool", "tool_call_id": c["id"],
+                    "content": tool_message_content(c.get("result"))})
+    return out

@@ -1,0 +1,128 @@
+"""run_tick: a worker's turn at one run — claim, load, pre-flight, do units, let go.
+
+A tick does units until the run waits, ends, or its time slice is used up; then it puts the
+run back in the queue (the caller re-enqueues it). Every commit carries the version the
+worker last saw, so if anyone else touched the run the next write raises LeaseLost and the
+tick stops without writing.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+
+from agentops import clock
+from agentops.agents import registry
+from ledger.services.limits import limits_load
+from runs.engine import reducer
+from runs.engine.attention import attention_fields, block_reason
+from runs.engine.events import NewEvent
+from runs.engine.model_turn import PLAN_STEP, model_turn
+from runs.engine.outcomes import block
+from runs.engine.session import RunSession
+from runs.engine.snapshots import load_state
+from runs.engine.toolrun import tool_phase
+from runs.engine.transition import run_claim, run_transition
+from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
+from runs.models import Run
+from runs.statuses import RunStatus, StepStatus
+
+_DONE = {StepStatus.SUCCEEDED, StepStatus.SKIPPED}
+
+
+def run_tick(run_id: object, *, worker: str, slice_s: float | None = None) -> str:
+    """Work on a run until it waits, ends or the slice is used; return how the tick ended."""
+    run = run_claim(run_id=run_id, owner=worker, ttl_s=settings.AGENTOPS_LEASE_TTL_S)
+    if run is None:
+        return "not_claimed"
+    try:
+        session = session_open(run, worker)
+        if session is None:
+            return RunStatus.BLOCKED
+        deadline = clock.monotonic() + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
+        while not session.stopped:
+            if clock.monotonic() >= deadline:
+                session.commit([], to=RunStatus.QUEUED, reason="slice_ended")
+                return "slice_ended"
+            unit(session)
+        return session.outcome
+    except LeaseLost:
+        return "lease_lost"
+
+
+def session_open(run: Run, worker: str) -> RunSession | None:
+    """Return a session on the claimed run, or None after blocking it (version, schema)."""
+    try:
+        state = load_state(run.pk)
+    except UnknownSchemaVersion as exc:
+        _block_unopened(run, "version_mismatch", exc.message)
+        return None
+    try:
+        agent = registry.get(run.agent_name, run.agent_version)
+    except UnknownAgent:
+        try:
+            latest = registry.get(run.agent_name).version
+        except UnknownAgent:
+            latest = "none"
+        _block_unopened(run, "version_mismatch",
+                        f"run is pinned to {run.agent_name}@{run.agent_version}, which is not "
+                        f"deployed here (deployed: {latest}); deploy it or register a migrator",
+                        state=state)
+        return None
+    return RunSession(run=run, state=state, agent=agent, worker=worker,
+                      tool_limits=limits_load(), last_snapshot_size=0)
+
+
+def _block_unopened(run: Run, category: str, detail: str, state: dict | None = None) -> None:
+    fields = attention_fields(category=category, detail=detail,
+                              state=state or reducer.empty_state(), agent=run.agent_name)
+    run_transition(run, RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
+                   fields=fields, expected_version=run.version)
+
+
+def unit(session: RunSession) -> None:
+    """Do one unit of work: a tool phase, a model turn, or a step/run transition."""
+    s = session.state
+    if not s["plan"]:
+        _ensure_step(session, PLAN_STEP)
+        model_turn(session, PLAN_STEP)
+        return
+    step = s["current_step"] if s["current_step"] and s["current_step"] != PLAN_STEP else None
+    step = step or _next_step(s)
+    if step is None:
+        _finish_run(session)
+        return
+    if s["steps"][step]["status"] != StepStatus.RUNNING:
+        session.commit([NewEvent("step.started", {"step": step}),
+                        NewEvent("model.requested", {"step": step, "turn": s["turn"] + 1})])
+        return
+    open_ids = [cid for cid, c in s["open_calls"].items() if c["step"] == step]
+    if open_ids:
+        tool_phase(session, step, open_ids)
+    else:
+        model_turn(session, step)
+
+
+def _ensure_step(session: RunSession, step: str) -> None:
+    if session.state["current_step"] != step:
+        session.commit([NewEvent("step.started", {"step": step}),
+                        NewEvent("model.requested", {"step": step, "turn": session.state["turn"] + 1})])
+
+
+def _next_step(s: dict) -> str | None:
+    for plan_step in s["plan"]:
+        st = s["steps"][plan_step["key"]]
+        if st["status"] in _DONE:
+            continue
+        if all(s["steps"][d]["status"] in _DONE for d in plan_step["depends_on"]):
+            return plan_step["key"]
+    return None
+
+
+def _finish_run(session: RunSession) -> None:
+    s = session.state
+    left = [k for k, st in s["steps"].items() if st["status"] not in _DONE]
+    if left:
+        block(session, "stall", f"steps {', '.join(left)} cannot start: their dependencies "
+                                "did not complete")
+        return
+    session.commit([NewEvent("run.completed", {"steps": len(s["plan"])})],
+                   to=RunStatus.SUCCEEDED)

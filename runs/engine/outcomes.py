@@ -1,0 +1,74 @@
+"""How a unit ends when it cannot simply go on: block, retry later, wait, or go unknown."""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.conf import settings
+
+from agentops import clock
+from runs.engine.attention import attention_fields, block_reason
+from runs.engine.events import NewEvent
+from runs.engine.policy import backoff_delay
+from runs.engine.session import RunSession
+from runs.statuses import RunStatus
+
+
+def block(session: RunSession, category: str, detail: str, *,
+          events: Sequence[NewEvent] = (), tool: str = "", tool_call_id: str = "",
+          also: Sequence[Callable[[], Any]] = ()) -> None:
+    """Stop the run as ``blocked`` for ``category`` with the evidence in ``detail``."""
+    fields = attention_fields(category=category, detail=detail, state=session.state,
+                              agent=session.agent.name, tool=tool, tool_call_id=tool_call_id)
+    step = session.state["current_step"]
+    evs = list(events)
+    if step:
+        evs.append(NewEvent("step.failed", {"step": step, "status": "blocked",
+                                            "error_class": category}))
+    session.commit(evs, to=RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
+                   fields=fields, also=also)
+
+
+def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str,
+               events: Sequence[NewEvent] = (), also: Sequence[Callable[[], Any]] = ()) -> None:
+    """Stop the run as ``unknown``: a write's outcome needs a person to confirm."""
+    fields = attention_fields(category="ambiguous_write", detail=detail, state=session.state,
+                              agent=session.agent.name, tool=tool, tool_call_id=tool_call_id)
+    session.commit(events, to=RunStatus.UNKNOWN, reason="unknown_outcome", detail=detail,
+                   fields=fields, also=also)
+
+
+def wait(session: RunSession, *, kind: str, until: dt.datetime | None, data: dict[str, Any],
+         events: Sequence[NewEvent] = (), also: Sequence[Callable[[], Any]] = ()) -> None:
+    """Park the run in a durable wait (no worker holds it while it waits)."""
+    started = NewEvent("wait.started", {"kind": kind, "until": until.isoformat() if until else None,
+                                        "data": data})
+    fields = {"wait_kind": kind, "wait_until": until, "wait_data": data}
+    session.commit([*events, started], to=RunStatus.WAITING, fields=fields, also=also,
+                   milestone="before_wait")
+
+
+def retry_delay(attempt: int, retry_after: float | None) -> float:
+    """Return the backoff before retry ``attempt`` under the configured base and cap."""
+    return backoff_delay(attempt, base=settings.AGENTOPS_BACKOFF_BASE_S,
+                         cap=settings.AGENTOPS_BACKOFF_CAP_S, retry_after=retry_after,
+                         jitter=clock.rng().random())
+
+
+def retry_later(session: RunSession, step: str, category: str, message: str, *,
+                retry_after: float | None, events: Sequence[NewEvent]) -> None:
+    """Count a failed attempt at ``step``; back off (a durable timer) or block when exhausted."""
+    retries = session.state["steps"].get(step, {}).get("retries", 0) + 1
+    if retries > settings.AGENTOPS_STEP_RETRY_LIMIT:
+        block(session, category, f"{message} (after {retries - 1} retries)", events=events)
+        return
+    delay = retry_delay(retries, retry_after)
+    evs = [*events, NewEvent("step.retrying", {"step": step, "retries": retries,
+                                               "error_class": category, "delay_s": delay})]
+    if delay < settings.AGENTOPS_INLINE_BACKOFF_S:
+        session.commit(evs)
+        return
+    until = clock.now() + dt.timedelta(seconds=delay)
+    wait(session, kind="timer", until=until, data={"reason": f"backoff after {category}",
+                                                   "step": step}, events=evs)

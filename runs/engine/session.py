@@ -1,0 +1,124 @@
+"""RunSession: a worker's hold on one run — its state in memory and the way units commit.
+
+A unit's events are applied to the in-memory state first, then committed in one transaction
+with the ledger rows, the Run projection, the lease renewal and (at milestones) a snapshot.
+If the commit fails the worker has lost the run and drops the session, so the state is never
+used ahead of the database.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from agentops import clock
+from agentops.agents import Agent
+from agentops.llm.protocol import ModelClient
+from runs.engine import reducer
+from runs.engine.events import NewEvent, event_append
+from runs.engine.snapshots import snapshot_build
+from runs.engine.transition import run_transition
+from runs.models import Run
+from runs.statuses import RunStatus, StepStatus
+
+SNAPSHOT_MIN_BYTES = 16_384
+_REST = {RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN,
+         RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+@dataclass
+class RunSession:
+    """A leased run being worked on by one worker."""
+
+    run: Run
+    state: dict[str, Any]
+    agent: Agent
+    worker: str
+    client: ModelClient | None = None
+    bytes_since_snapshot: int = 0
+    last_snapshot_size: int = 0
+    stopped: bool = False
+    outcome: str = ""
+    tool_limits: dict[str, Any] = field(default_factory=dict)
+
+    def model(self) -> ModelClient:
+        """Return the run's model client (made on first use)."""
+        if self.client is None:
+            self.client = self.agent.model_client()
+        return self.client
+
+    def commit(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        to: str | None = None,
+        reason: str = "",
+        detail: str = "",
+        fields: dict[str, Any] | None = None,
+        also: Sequence[Callable[[], Any]] = (),
+        milestone: str = "",
+    ) -> None:
+        """Apply ``events`` to the state and commit them (and a status change) as one unit."""
+        seq = self.run.last_seq
+        written = list(events)
+        for e in written:
+            seq += 1
+            reducer.apply(self.state, {"seq": seq, "type": e.type, "data": e.data})
+            self.bytes_since_snapshot += len(json.dumps(e.data)) + 64
+        if to is not None:
+            seq += 1
+            reducer.apply(self.state, {"seq": seq, "type": "run.status", "data": {"to": to}})
+        values = {**self.projection(), **(fields or {})}
+        if to is None or to == RunStatus.RUNNING:
+            values["lease_expires_at"] = clock.now() + dt.timedelta(
+                seconds=settings.AGENTOPS_LEASE_TTL_S
+            )
+        extra = list(also)
+        phase = milestone or ("rest" if to in _REST else "")
+        if self._snapshot_due(phase):
+            extra.append(self._snapshot(phase or "periodic"))
+        if to is None:
+            event_append(run=self.run, events=written, expected_version=self.run.version,
+                         fields=values, also=extra)
+        else:
+            run_transition(self.run, to, reason=reason, detail=detail, events=written,
+                           fields=values, expected_version=self.run.version, also=extra)
+            if to != RunStatus.RUNNING:
+                self.stopped = True
+                self.outcome = to
+
+    def projection(self) -> dict[str, Any]:
+        """Return the Run columns derived from the state."""
+        s = self.state
+        usage = s["usage"]
+        done = sum(1 for st in s["steps"].values()
+                   if st["status"] in (StepStatus.SUCCEEDED, StepStatus.SKIPPED))
+        return {
+            "current_step": s["current_step"] or "",
+            "steps_total": len(s["plan"]),
+            "steps_done": done,
+            "plan_version": s["plan_version"],
+            "tokens_used": usage["tokens"],
+            "model_calls": usage["model_calls"],
+            "tool_calls": usage["tool_calls"],
+            "cost_micros": usage["cost_micros"],
+        }
+
+    def _snapshot_due(self, phase: str) -> bool:
+        # Amortised: a snapshot costs its size, so take one only when the events since the
+        # last one add up to at least that much. Bytes written per event stay O(event).
+        floor = max(SNAPSHOT_MIN_BYTES, self.last_snapshot_size)
+        if phase:
+            return self.bytes_since_snapshot >= SNAPSHOT_MIN_BYTES // 4 or phase == "rest"
+        return self.bytes_since_snapshot >= floor
+
+    def _snapshot(self, phase: str) -> Callable[[], None]:
+        snap = snapshot_build(run_id=self.run.pk, state=self.state, phase=phase,
+                              agent_version=self.run.agent_version)
+        self.bytes_since_snapshot = 0
+        self.last_snapshot_size = snap.size
+        return snap.save

@@ -1,0 +1,122 @@
+"""Turn one attempt's Outcome into the ledger fields, events and what the run does next."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentops import clock
+from agentops.tools import ToolContext, ToolSpec
+from ledger.models import ToolAttempt, ToolCall
+from ledger.services.execute import Outcome
+from ledger.services.probe import probe_call
+from ledger.statuses import ToolCallStatus as S
+from runs.engine.calls import result_event
+from runs.engine.events import NewEvent
+from runs.engine.outcomes import retry_delay
+
+
+@dataclass
+class Settlement:
+    """What one attempt changes: ledger fields, events, and the run's next move."""
+
+    call: ToolCall
+    status: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    events: list[NewEvent] = field(default_factory=list)
+    attempt: ToolAttempt | None = None
+    next: str = "continue"  # continue | retry | unknown | block
+    retry_at: dt.datetime | None = None
+    category: str = ""
+    detail: str = ""
+
+
+def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any],
+           outcome: Outcome, started: dt.datetime, worker: str) -> Settlement:
+    """Return the Settlement of ``outcome`` (probing an ambiguous write first)."""
+    n = ctx.attempt
+    if outcome.ambiguous and spec.probe is not None:
+        outcome = probe_call(spec, ctx, args, outcome)
+    if outcome.ok:
+        return _succeeded(call, n, outcome, started, worker)
+    attempt = _attempt(call, n, outcome, started, worker)
+    if outcome.ambiguous and not spec.idempotent:
+        return _unknown(call, n, outcome, attempt)
+    if outcome.category == "invalid_arguments":
+        return _model_visible_failure(call, n, outcome, attempt)
+    if outcome.retryable and n < spec.retry:
+        delay = retry_delay(n, outcome.next_retry_delay)
+        status = S.TIMED_OUT if outcome.status == "timed_out" else S.FAILED
+        at = clock.now() + dt.timedelta(seconds=delay)
+        ev = NewEvent("tool.attempt_failed", {"id": call.tool_call_id, "attempt": n,
+                                              "category": outcome.category, "delay_s": delay},
+                      tool_call_id=call.tool_call_id, attempt=n)
+        return Settlement(call, status, {"attempts": n, "not_before": at,
+                                         "error_class": outcome.category,
+                                         "error": outcome.message[:500]},
+                          [ev], attempt, "retry", at, outcome.category)
+    exhausted = outcome.retryable
+    category = outcome.category if not exhausted else outcome.category
+    error = _error(outcome, exhausted)
+    ev = result_event(call.tool_call_id, attempt=n, status="failed", error=error)
+    detail = f"{call.tool} failed: {outcome.message}" + (
+        f" (after {n} attempts)" if exhausted else "")
+    return Settlement(call, S.FAILED, {"attempts": n, "error_class": category,
+                                       "error": outcome.message[:500], "finished_at": clock.now()},
+                      [ev], attempt, "block", category=category, detail=detail)
+
+
+def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
+               worker: str) -> Settlement:
+    r = outcome.result
+    data: dict[str, Any] = {"status": "succeeded", "facts": r.facts, "summary": r.summary}
+    if r.missing_fields:
+        data["missing_fields"] = r.missing_fields
+    if r.artifact:
+        data["artifact"] = r.artifact
+    if r.next_cursor:
+        data["facts"] = {**r.facts, "next_cursor": r.next_cursor}
+    fields = {"attempts": n, "facts": data["facts"], "summary": r.summary,
+              "artifact_sha256": r.artifact, "missing_fields": r.missing_fields,
+              "finished_at": clock.now(), "not_before": None, "error_class": "", "error": ""}
+    attempt = _attempt(call, n, outcome, started, worker)
+    return Settlement(call, S.SUCCEEDED, fields,
+                      [result_event(call.tool_call_id, attempt=n, **data)], attempt)
+
+
+def _unknown(call: ToolCall, n: int, outcome: Outcome, attempt: ToolAttempt) -> Settlement:
+    ev = NewEvent("tool.unknown", {"id": call.tool_call_id, "attempt": n,
+                                   "category": outcome.category},
+                  tool_call_id=call.tool_call_id, attempt=n)
+    detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run; "
+              "it has no idempotency key and no probe, so only a person can say whether it "
+              "happened")
+    return Settlement(call, S.UNKNOWN, {"attempts": n, "error_class": outcome.category,
+                                        "error": outcome.message[:500]},
+                      [ev], attempt, "unknown", detail=detail, category="ambiguous_write")
+
+
+def _model_visible_failure(call: ToolCall, n: int, outcome: Outcome,
+                           attempt: ToolAttempt) -> Settlement:
+    error = {"category": outcome.category, "retryable": True, "message": outcome.message[:500],
+             "next": "fix the arguments and call the tool again"}
+    return Settlement(call, S.FAILED, {"attempts": n, "error_class": outcome.category,
+                                       "error": outcome.message[:500], "finished_at": clock.now()},
+                      [result_event(call.tool_call_id, attempt=n, status="failed", error=error)],
+                      attempt)
+
+
+def _error(outcome: Outcome, exhausted: bool) -> dict[str, Any]:
+    return {"category": outcome.category, "retryable": False, "message": outcome.message[:500],
+            "next": "the operator decides; do not repeat this call" if not exhausted
+            else "retries are exhausted; the operator decides"}
+
+
+def _attempt(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
+             worker: str) -> ToolAttempt:
+    now = clock.now()
+    status = {"succeeded": S.SUCCEEDED, "timed_out": S.TIMED_OUT}.get(outcome.status, S.FAILED)
+    return ToolAttempt(tool_call=call, attempt=n, status=status, worker=worker,
+                       error_class=outcome.category, error=outcome.message[:500],
+                       started_at=started, finished_at=now,
+                       duration_ms=int((now - started).total_seconds() * 1000))

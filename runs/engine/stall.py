@@ -1,0 +1,20 @@
+"""Loop and stall guards: the same call again and again, or rounds without progress."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+LOOP_REPEATS = 3
+STALL_ROUNDS = 5
+
+
+def loop_evidence(recent_calls: list[str], new_hashes: list[str]) -> list[str] | None:
+    """Return the repeating call hashes when a call repeats LOOP_REPEATS times, else None."""
+    counts = Counter(recent_calls + new_hashes)
+    repeated = [h for h in new_hashes if counts[h] >= LOOP_REPEATS]
+    return repeated or None
+
+
+def stall_rounds(state: dict[str, Any], *, progressed: bool) -> int:
+    """Return the number of rounds without progress after this one."""
+    return 0 if progressed else state["guards"]["no_progress"] + 1

@@ -1,0 +1,253 @@
+"""API shapes of runs: what callers send to start and steer runs, and what they read back."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+from runs.statuses import BlockReason, RunStatus
+
+Text200 = Field(min_length=1, max_length=200)
+
+
+class BudgetIn(Schema):
+    """Per-run limits that override the agent's and the admins' defaults (None = keep)."""
+
+    tokens: int | None = Field(None, gt=0, le=10**12)
+    model_calls: int | None = Field(None, gt=0, le=10**9)
+    tool_calls: int | None = Field(None, gt=0, le=10**9)
+    cost_micros: int | None = Field(None, gt=0, le=10**15)
+
+
+class RunCreateIn(Schema):
+    """Start a run of a registered agent."""
+
+    agent: str = Field(min_length=1, max_length=100)
+    goal: str = Field(min_length=1, max_length=20_000)
+    input: dict[str, Any] = Field(default_factory=dict)
+    budget: BudgetIn | None = None
+    constraints: list[str] = Field(default_factory=list, max_length=50,
+                                   description="pinned rules the model always sees")
+
+
+class RunSummaryOut(Schema):
+    """A run as a list row."""
+
+    id: uuid.UUID
+    agent: str
+    agent_version: str
+    goal: str
+    status: RunStatus
+    wait_kind: str
+    attention_reason: str
+    recommended_action: str
+    current_step: str
+    steps_total: int
+    steps_done: int
+    last_seq: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+    @staticmethod
+    def resolve_agent(obj: Any) -> str:
+        """Return the agent name."""
+        return obj.agent_name
+
+
+class RunOut(RunSummaryOut):
+    """A run with its whole projection: waits, attention, usage against budgets."""
+
+    input: dict[str, Any]
+    wait_until: dt.datetime | None
+    wait_data: dict[str, Any]
+    attention_detail: str
+    recommendation_why: str
+    cancel_requested: bool
+    current_tool_call: str
+    tokens_used: int
+    model_calls: int
+    tool_calls: int
+    cost_micros: int
+    budget_tokens: int | None
+    budget_model_calls: int | None
+    budget_tool_calls: int | None
+    budget_cost_micros: int | None
+    deadline: dt.datetime | None
+    recoveries: int
+    recovery_limit: int
+    parent_id: uuid.UUID | None
+    forked_from_id: uuid.UUID | None
+    forked_at_seq: int | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+
+class RunPageOut(Schema):
+    """One page of runs; pass ``next_cursor`` as ``cursor`` for the next one."""
+
+    items: list[RunSummaryOut]
+    next_cursor: str | None
+
+
+class RunFiltersIn(Schema):
+    """Filters of the run list (all optional, combined with AND)."""
+
+    status: list[RunStatus] = Field(default_factory=list)
+    agent: str = Field("", max_length=100)
+    reason: BlockReason | None = None
+    text: str = Field("", max_length=200, description="goal contains, or an exact run id")
+    created_after: dt.datetime | None = None
+    created_before: dt.datetime | None = None
+
+
+class StepOut(Schema):
+    """One plan step."""
+
+    key: str
+    position: int
+    title: str
+    depends_on: list[str]
+    status: str
+    retry_count: int
+    input: dict[str, Any]
+    output: Any
+    error_class: str
+    error: str
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+
+class EventOut(Schema):
+    """One fact of a run's log."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    tool_call_id: str
+    attempt: int | None
+    actor: str
+    schema_version: int
+    at: dt.datetime
+
+
+class EventPageOut(Schema):
+    """Events after a seq; pass ``last_seq`` as ``after_seq`` to read on."""
+
+    items: list[EventOut]
+    last_seq: int
+    has_more: bool
+
+
+class SnapshotOut(Schema):
+    """A snapshot's header (its state is read one at a time)."""
+
+    seq: int
+    phase: str
+    size: int
+    sha256: str
+    schema_version: int
+    agent_version: str
+    at: dt.datetime
+
+
+class SnapshotStateOut(SnapshotOut):
+    """A snapshot with its full reduced state."""
+
+    state: dict[str, Any]
+
+
+class CancelIn(Schema):
+    """Why the run is cancelled (kept in the audit log)."""
+
+    reason: str = Field("", max_length=2000)
+
+
+class ForkIn(Schema):
+    """Fork a new run from this run's state after event ``seq``."""
+
+    seq: int = Field(ge=1, le=2**62)
+
+
+class SignalIn(Schema):
+    """Send a named signal; a second delivery with the same ``key`` is a no-op."""
+
+    name: str = Field(min_length=1, max_length=100)
+    payload: dict[str, Any] = Field(default_factory=dict)
+    key: str = Field(min_length=1, max_length=200)
+
+
+class SignalOut(Schema):
+    """A signal as stored."""
+
+    id: int
+    name: str
+    payload: dict[str, Any]
+    key: str
+    received_at: dt.datetime
+    consumed_seq: int | None
+
+
+Verb = Literal[
+    "retry", "skip", "rollback", "terminate", "confirm_executed", "confirm_not_executed",
+    "resume", "raise_budget",
+]
+
+
+class ActionIn(Schema):
+    """An operator action on a run, with the reason people will read in the audit log."""
+
+    action: Verb
+    reason: str = Field(min_length=1, max_length=2000)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class BulkActionIn(Schema):
+    """An operator action on many runs: by ids, or by the list filters."""
+
+    action: Verb
+    reason: str = Field(min_length=1, max_length=2000)
+    params: dict[str, Any] = Field(default_factory=dict)
+    ids: list[uuid.UUID] = Field(default_factory=list, max_length=500)
+    filters: RunFiltersIn | None = None
+
+
+class BulkResultOut(Schema):
+    """What happened to each run of a bulk action."""
+
+    done: list[uuid.UUID]
+    refused: dict[str, str]
+
+
+class BudgetPolicyOut(Schema):
+    """Admin-set default limits; ``agent_name`` empty is the global policy."""
+
+    id: int
+    agent_name: str
+    max_tokens: int | None
+    max_model_calls: int | None
+    max_tool_calls: int | None
+    max_cost_micros: int | None
+    max_seconds: int | None
+    recovery_limit: int
+    step_retry_limit: int
+    updated_at: dt.datetime
+
+
+class BudgetPolicyIn(Schema):
+    """New values of a budget policy (fields left out keep their value)."""
+
+    max_tokens: int | None = Field(None, gt=0, le=10**12)
+    max_model_calls: int | None = Field(None, gt=0, le=10**9)
+    max_tool_calls: int | None = Field(None, gt=0, le=10**9)
+    max_cost_micros: int | None = Field(None, gt=0, le=10**15)
+    max_seconds: int | None = Field(None, gt=0, le=10**8)
+    recovery_limit: int | None = Field(None, ge=0, le=1000)
+    step_retry_limit: int | None = Field(None, ge=0, le=1000)
+
+
+class BudgetPolicyCreateIn(BudgetPolicyIn):
+    """A new policy for one agent (empty name = the global policy)."""
+
+    agent_name: str = Field("", max_length=100)

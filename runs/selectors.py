@@ -1,0 +1,286 @@
+"""Read-side queries of the console: the attention queue, a run's detail, events and audit.
+
+Every list is keyset-paginated on an indexed ordering so a page costs the same with 100k runs
+and millions of events; nothing here counts or loads a run's whole event log.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+
+from agentops import clock
+from approvals.models import Approval, Intervention
+from approvals.statuses import ApprovalStatus
+from ledger.models import ToolCall
+from ledger.statuses import DONE_OK, ToolCallStatus
+from runs.errors import RunNotFound
+from runs.models import Event, Run, Snapshot, Step
+from runs.statuses import ATTENTION, RunStatus, WaitKind
+
+PAGE_SIZE = 50
+COUNT_CAP = 10_000
+TABS = ("waiting", "blocked", "unknown", "approvals", "running", "all")
+AGES = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1),
+        "1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7)}
+# Attention tabs show the longest-stuck first (most urgent); activity tabs the newest first.
+_OLDEST_FIRST = frozenset({"waiting", "blocked", "unknown", "approvals"})
+
+
+@dataclass
+class QueueFilters:
+    """The queue filters a URL carries (all optional)."""
+
+    agent: str = ""
+    reason: str = ""
+    tool: str = ""
+    age: str = ""
+    q: str = ""
+    sig: str = ""
+
+    def as_params(self) -> dict[str, str]:
+        """Return the non-empty filters as GET parameters."""
+        return {k: v for k, v in vars(self).items() if v}
+
+
+@dataclass
+class Page:
+    """One page of rows and the cursor of the next page (None on the last page)."""
+
+    rows: list[Any]
+    next_cursor: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _tab_q(tab: str) -> Q:
+    attention_wait = Q(status=RunStatus.WAITING)
+    return {
+        "waiting": attention_wait & ~Q(wait_kind=WaitKind.APPROVAL),
+        "blocked": Q(status=RunStatus.BLOCKED),
+        "unknown": Q(status=RunStatus.UNKNOWN),
+        "approvals": attention_wait & Q(wait_kind=WaitKind.APPROVAL),
+        "running": Q(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]),
+        "all": Q(),
+    }.get(tab, Q(status__in=list(ATTENTION)))
+
+
+def run_filter(*, tab: str, filters: QueueFilters) -> QuerySet[Run]:
+    """Return the runs of ``tab`` that match ``filters`` (unordered, unevaluated)."""
+    qs = Run.objects.filter(_tab_q(tab))
+    if filters.agent:
+        qs = qs.filter(agent_name=filters.agent)
+    if filters.reason:
+        qs = qs.filter(attention_reason=filters.reason)
+    if filters.sig:
+        qs = qs.filter(attention_signature=filters.sig)
+    if filters.age in AGES:
+        qs = qs.filter(updated_at__lte=clock.now() - AGES[filters.age])
+    if filters.tool:
+        calls = ToolCall.objects.filter(tool_call_id=OuterRef("current_tool_call"),
+                                        tool=filters.tool)
+        qs = qs.filter(Exists(calls))
+    if filters.q:
+        text = filters.q.strip()
+        run_id = parse_run_id(text)
+        qs = qs.filter(pk=run_id) if run_id else qs.filter(goal__icontains=text)
+    return qs
+
+
+def parse_run_id(text: str) -> uuid.UUID | None:
+    """Return ``text`` as a run id, or None when it is not a UUID."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _encode_cursor(run: Run) -> str:
+    return f"{run.updated_at.isoformat()}_{run.pk}"
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, str] | None:
+    stamp, _, pk = (cursor or "").partition("_")
+    try:
+        return dt.datetime.fromisoformat(stamp), pk
+    except ValueError:
+        return None
+
+
+def run_list_attention(*, tab: str, filters: QueueFilters, cursor: str = "",
+                       limit: int = PAGE_SIZE) -> Page:
+    """Return one keyset page of the queue ``tab`` with each row's current tool name."""
+    qs = run_filter(tab=tab, filters=filters)
+    oldest_first = tab in _OLDEST_FIRST
+    decoded = _decode_cursor(cursor) if cursor else None
+    if decoded:
+        stamp, pk = decoded
+        op = "gt" if oldest_first else "lt"
+        qs = qs.filter(Q(**{f"updated_at__{op}": stamp})
+                       | Q(updated_at=stamp, **{f"pk__{op}": pk}))
+    order = ("updated_at", "id") if oldest_first else ("-updated_at", "-id")
+    rows = list(qs.order_by(*order)[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    tools = dict(ToolCall.objects.filter(
+        tool_call_id__in=[r.current_tool_call for r in rows if r.current_tool_call]
+    ).values_list("tool_call_id", "tool"))
+    for row in rows:
+        row.current_tool = tools.get(row.current_tool_call, "")
+    return Page(rows=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)
+
+
+def run_count_capped(qs: QuerySet[Run]) -> int:
+    """Count ``qs`` up to COUNT_CAP + 1 rows."""
+    # A capped count reads at most COUNT_CAP index entries, so "All" stays cheap at 100k runs.
+    return qs.values("pk")[: COUNT_CAP + 1].count()
+
+
+def run_counts_by_tab() -> dict[str, int]:
+    """Return the number of runs per queue tab (busy tabs capped at COUNT_CAP + 1)."""
+    counts = dict.fromkeys(TABS, 0)
+    grouped = (Run.objects.filter(status__in=list(ATTENTION))
+               .values_list("status", "wait_kind").annotate(n=Count("pk")))
+    for status, kind, n in grouped:
+        if status == RunStatus.WAITING:
+            counts["approvals" if kind == WaitKind.APPROVAL else "waiting"] += n
+        else:
+            counts[status] += n
+    counts["running"] = run_count_capped(Run.objects.filter(_tab_q("running")))
+    counts["all"] = run_count_capped(Run.objects.all())
+    return counts
+
+
+def run_groups_by_signature(*, filters: QueueFilters, limit: int = 100) -> list[dict[str, Any]]:
+    """Return attention runs grouped by failure signature, biggest group first."""
+    qs = run_filter(tab="attention", filters=filters).exclude(attention_signature="")
+    return list(
+        qs.values("attention_signature")
+        .annotate(n=Count("pk"), reason=Max("attention_reason"), step=Max("current_step"),
+                  agent=Max("agent_name"), detail=Max("attention_detail"),
+                  oldest=Min("updated_at"), newest=Max("updated_at"))
+        .order_by("-n", "attention_signature")[:limit]
+    )
+
+
+def run_agent_names() -> list[str]:
+    """Return the agent names that have runs (for the filter menu)."""
+    return list(Run.objects.order_by("agent_name").values_list("agent_name", flat=True)
+                .distinct()[:200])
+
+
+@dataclass
+class RunDetail:
+    """What the run page shows above the fold."""
+
+    run: Run
+    tool_call: ToolCall | None
+    approval: Approval | None
+    steps: list[Step]
+
+
+def run_get_detail(*, run_id: Any) -> RunDetail:
+    """Return the run with its current tool call, pending approval and steps."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    tool_call = (ToolCall.objects.filter(tool_call_id=run.current_tool_call).first()
+                 if run.current_tool_call else None)
+    approval = (Approval.objects.filter(run=run, status=ApprovalStatus.PENDING)
+                .order_by("-created_at").first())
+    steps = list(Step.objects.filter(run=run).order_by("position")[:500])
+    return RunDetail(run=run, tool_call=tool_call, approval=approval, steps=steps)
+
+
+def event_page(*, run_id: Any, before_seq: int | None = None, type: str = "",
+               tool_call_id: str = "", limit: int = PAGE_SIZE) -> Page:
+    """Return the newest events of a run before ``before_seq``, optionally filtered."""
+    qs = Event.objects.filter(run_id=run_id)
+    if type:
+        qs = qs.filter(type=type)
+    if tool_call_id:
+        qs = qs.filter(tool_call_id=tool_call_id)
+    if before_seq:
+        qs = qs.filter(seq__lt=before_seq)
+    rows = list(qs.order_by("-seq")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, next_cursor=str(rows[-1].seq) if more and rows else None)
+
+
+def ledger_for_run(*, run_id: Any, after_id: int | None = None,
+                   limit: int = PAGE_SIZE) -> Page:
+    """Return a page of a run's tool calls (oldest first) with their attempts."""
+    qs = ToolCall.objects.filter(run_id=run_id).order_by("id")
+    if after_id:
+        qs = qs.filter(id__gt=after_id)
+    rows = list(qs.prefetch_related("attempt_rows")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, next_cursor=str(rows[-1].id) if more and rows else None)
+
+
+def toolcalls_to_rerun(*, run: Run, verb: str) -> list[ToolCall]:
+    """Return the tool calls an action on ``run`` may execute again, for the confirm step."""
+    qs = ToolCall.objects.filter(run=run)
+    if verb in {"retry", "resume", "raise_budget", "confirm_not_executed"}:
+        qs = qs.filter(step_key=run.current_step).exclude(
+            status__in=[*DONE_OK, ToolCallStatus.REJECTED, ToolCallStatus.CANCELLED])
+    elif verb == "rollback":
+        qs = qs.filter(step_key=run.current_step)
+    else:
+        return []
+    return list(qs.order_by("id")[:50])
+
+
+def artifact_belongs_to_run(*, run_id: Any, sha256: str) -> bool:
+    """Return True when ``sha256`` is the output or a log of one of the run's tool calls."""
+    return ToolCall.objects.filter(run_id=run_id).filter(
+        Q(artifact_sha256=sha256) | Q(attempt_rows__log_sha256=sha256)).exists()
+
+
+def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:
+    """Return the newest snapshots of a run, without their (large) state."""
+    return list(Snapshot.objects.filter(run_id=run_id).defer("state")
+                .order_by("-seq")[:limit])
+
+
+def interventions_for_run(*, run_id: Any, limit: int = 50) -> list[Intervention]:
+    """Return the newest audit rows of a run."""
+    return list(Intervention.objects.filter(run_id=run_id).order_by("-at", "-id")[:limit])
+
+
+@dataclass
+class AuditFilters:
+    """The audit-log filters a URL carries (all optional)."""
+
+    actor: str = ""
+    run: str = ""
+    action: str = ""
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+def audit_list(*, filters: AuditFilters, before_id: int | None = None,
+               limit: int = PAGE_SIZE) -> Page:
+    """Return a keyset page of audit rows, newest first (ids grow with time)."""
+    qs = Intervention.objects.select_related("run")
+    if filters.actor:
+        qs = qs.filter(actor_name=filters.actor)
+    if filters.run:
+        run_id = parse_run_id(filters.run)
+        qs = qs.filter(run_id=run_id) if run_id else qs.none()
+    if filters.action:
+        qs = qs.filter(action__startswith=filters.action)
+    if filters.since:
+        qs = qs.filter(at__gte=filters.since)
+    if filters.until:
+        qs = qs.filter(at__lt=filters.until)
+    if before_id:
+        qs = qs.filter(id__lt=before_id)
+    rows = list(qs.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows=rows, next_cursor=str(rows[-1].id) if more and rows else None)

@@ -1,0 +1,32 @@
+"""django-q2 entry points: take a run id, call the engine, re-enqueue when the slice ended."""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from django.conf import settings
+
+
+def worker_name() -> str:
+    """Return this process's worker name (host:pid), used as the lease owner."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def tick(run_id: str) -> str:
+    """Run one tick of a run on this worker (a q2 task)."""
+    from runs.engine.loop import run_tick
+
+    outcome = run_tick(run_id, worker=worker_name())
+    if outcome == "slice_ended":
+        enqueue_tick(run_id)
+    return outcome
+
+
+def enqueue_tick(run_id: Any) -> None:
+    """Put a tick of ``run_id`` on the q2 queue (unless AGENTOPS_ENQUEUE_TICKS is off)."""
+    if not settings.AGENTOPS_ENQUEUE_TICKS:
+        return
+    from django_q.tasks import async_task
+
+    async_task("runs.tasks.tick", str(run_id), task_name=f"tick:{run_id}")

@@ -1,0 +1,71 @@
+"""Template filters of the console: compact ages, money, JSON shown as (escaped) text."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django import template
+
+from agentops import clock
+
+register = template.Library()
+
+
+@register.filter
+def age(value: dt.datetime | None) -> str:
+    """Return how long ago ``value`` was, compactly: 45s, 12m, 3h, 2d."""
+    if not value:
+        return ""
+    seconds = max((clock.now() - value).total_seconds(), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+@register.filter
+def usd(micros: int | None) -> str:
+    """Return micro-dollars as dollars."""
+    return "—" if micros is None else f"${micros / 1_000_000:,.4f}"
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Return ``value`` as indented JSON text; autoescaping still applies where it is shown."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.filter
+def percent(done: int, total: int) -> int:
+    """Return done/total as a whole percentage."""
+    return int(100 * done / total) if total else 0
+
+
+@register.simple_tag
+def qs(params: dict[str, Any], **extra: Any) -> str:
+    """Return ``params`` updated by ``extra`` as a query string (empty values dropped)."""
+    merged = {**params, **extra}
+    return urlencode({k: v for k, v in merged.items() if v not in ("", None)})
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    """Return ``mapping[key]`` (None when missing)."""
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def countfmt(n: int | None) -> str:
+    """Return a tab count, "10k+" past the cap."""
+    from runs.selectors import COUNT_CAP
+
+    n = n or 0
+    return f"{COUNT_CAP // 1000}k+" if n > COUNT_CAP else f"{n:,}"
+
+
+@register.filter
+def words(value: str) -> str:
+    """Return an identifier as words: confirm_not_executed -> confirm not executed."""
+    return str(value or "").replace("_", " ")

@@ -1,0 +1,30 @@
+"""Console URL routes (app_name "console")."""
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from runs.views import actions, admin_pages, detail, inbox, queue
+
+app_name = "console"
+urlpatterns = [
+    path("", queue.queue, name="queue"),
+    path("bulk/", queue.bulk, name="bulk"),
+    path("runs/<uuid:run_id>/", detail.run_page, name="run"),
+    path("runs/<uuid:run_id>/events/", detail.run_events, name="run_events"),
+    path("runs/<uuid:run_id>/ledger/", detail.run_ledger, name="run_ledger"),
+    path("runs/<uuid:run_id>/context/", actions.run_context, name="run_context"),
+    path("runs/<uuid:run_id>/fork/", actions.run_fork, name="run_fork"),
+    path("runs/<uuid:run_id>/artifacts/<str:sha256>/", actions.run_artifact,
+         name="run_artifact"),
+    path("runs/<uuid:run_id>/actions/<str:verb>/", actions.run_action, name="run_action"),
+    path("approvals/", inbox.inbox, name="inbox"),
+    path("approvals/<int:approval_id>/diff/", inbox.approval_diff, name="approval_diff"),
+    path("approvals/<int:approval_id>/<str:verb>/", inbox.approval_decide,
+         name="approval_decide"),
+    path("settings/", admin_pages.settings_page, name="settings"),
+    path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
+    path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
+    path("audit/", admin_pages.audit, name="audit"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
+         name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+]

@@ -1,0 +1,62 @@
+"""Helpers every console page shares: role gates, role flags for templates, partial rendering."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from approvals.roles import can_admin, can_decide_approvals, can_operate, can_view, user_roles
+
+View = Callable[..., HttpResponse]
+
+
+def role_required(predicate: Callable[[Any], bool] = can_view) -> Callable[[View], View]:
+    """Send anonymous users to the login page; refuse signed-in users without the role (403)."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path(), reverse("console:login"))
+            if not predicate(request.user):
+                raise PermissionDenied("Your role does not allow this.")
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def perms(user: Any) -> dict[str, Any]:
+    """Return what the user may do, for templates to hide what they may not."""
+    return {
+        "view": can_view(user),
+        "operate": can_operate(user),
+        "decide": can_decide_approvals(user),
+        "admin": can_admin(user),
+        "roles": sorted(user_roles(user)),
+    }
+
+
+def page(request: HttpRequest, template: str, context: dict[str, Any], *,
+         partial: str | None = None, status: int = 200, always_partial: bool = False,
+         ) -> HttpResponse:
+    """Render ``template`` (or only its ``partial`` for htmx requests) with role flags."""
+    use_partial = partial and (always_partial or getattr(request, "htmx", False))
+    name = f"{template}#{partial}" if use_partial else template
+    return render(request, name, {**context, "perm": perms(request.user)}, status=status)
+
+
+def int_or_none(raw: str | None) -> int | None:
+    """Parse a positive integer query parameter; anything else is None."""
+    try:
+        value = int(raw or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None

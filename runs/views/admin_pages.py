@@ -1,0 +1,76 @@
+"""Admin settings (budget policies, tool limits) and the audit log."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from approvals.forms import BudgetPolicyForm, ToolLimitForm
+from approvals.roles import can_admin
+from approvals.selectors import settings_history
+from approvals.services_settings import budget_policy_save, tool_limit_save
+from ledger.models import ToolLimit
+from runs import selectors as sel
+from runs.models import BudgetPolicy
+from runs.views._common import int_or_none, page, role_required
+
+_KINDS = {
+    "budget": (BudgetPolicy, BudgetPolicyForm, budget_policy_save, "Budget policy"),
+    "tool-limit": (ToolLimit, ToolLimitForm, tool_limit_save, "Tool limit"),
+}
+
+
+@require_GET
+@role_required(can_admin)
+def settings_page(request: HttpRequest) -> HttpResponse:
+    """List budget policies and tool limits with their recent change history."""
+    return page(request, "settings/index.html", {
+        "policies": BudgetPolicy.objects.order_by("agent_name")[:200],
+        "limits": ToolLimit.objects.order_by("tool")[:500],
+        "history": settings_history(),
+    })
+
+
+@require_http_methods(["GET", "POST"])
+@role_required(can_admin)
+def settings_edit(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
+    """Create or edit a budget policy or tool limit; saving audits the diff."""
+    if kind not in _KINDS:
+        return redirect("console:settings")
+    model, form_class, save, title = _KINDS[kind]
+    instance = get_object_or_404(model, pk=pk) if pk else None
+    form = form_class(request.POST or None, instance=instance)
+    if request.method == "POST" and form.is_valid():
+        save(form=form, actor=request.user)
+        messages.success(request, f"{title} saved.")
+        return redirect("console:settings")
+    status = 422 if request.method == "POST" else 200
+    return page(request, "settings/edit.html",
+                {"form": form, "title": title, "kind": kind, "instance": instance},
+                status=status)
+
+
+def _date(raw: str) -> dt.datetime | None:
+    try:
+        value = dt.datetime.fromisoformat(raw) if raw else None
+    except ValueError:
+        return None
+    return value.replace(tzinfo=dt.UTC) if value and value.tzinfo is None else value
+
+
+@require_GET
+@role_required()
+def audit(request: HttpRequest) -> HttpResponse:
+    """Show the audit log, filtered by actor, run, action and time, newest first."""
+    get = request.GET
+    filters = sel.AuditFilters(actor=get.get("actor", "").strip(), run=get.get("run", "").strip(),
+                               action=get.get("action", "").strip(),
+                               since=_date(get.get("since", "")), until=_date(get.get("until", "")))
+    rows = sel.audit_list(filters=filters, before_id=int_or_none(get.get("before")))
+    params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
+                              if get.get(k)}
+    return page(request, "audit.html", {"page": rows, "f": params}, partial="rows")

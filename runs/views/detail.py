@@ -1,0 +1,144 @@
+"""The run page: the panel on top, then progress, budgets, timeline, ledger, events, audit."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from agentops import clock
+from approvals.roles import can_admin, can_operate
+from runs import selectors as sel
+from runs.errors import RunNotFound
+from runs.models import Run
+from runs.statuses import BlockReason, RunStatus
+from runs.views import _dispatch
+from runs.views._common import int_or_none, page, role_required
+from runs.views._timeline import timeline
+
+EVENT_TYPES = ("run.created", "run.status", "run.recovered", "plan.accepted", "step.started",
+               "step.completed", "step.failed", "step.retrying", "step.skipped", "step.reset",
+               "model.requested", "model.replied", "model.failed", "tool.result",
+               "tool.unknown", "wait.started", "wait.ended", "signal.received",
+               "context.compacted", "run.note")
+VERB_LABELS = {"retry": "Retry step", "skip": "Skip step", "rollback": "Roll back",
+               "terminate": "Terminate", "confirm_executed": "It executed",
+               "confirm_not_executed": "It did not execute", "resume": "Resume",
+               "raise_budget": "Raise budget"}
+# Which buttons a run in each status can use; approvals.actions' check() has the last word.
+_VERBS_BY_STATUS = {
+    RunStatus.BLOCKED: ("retry", "skip", "rollback", "terminate"),
+    RunStatus.UNKNOWN: ("confirm_executed", "confirm_not_executed", "terminate"),
+    RunStatus.WAITING: ("terminate",),
+    RunStatus.QUEUED: ("terminate",),
+    RunStatus.RUNNING: ("terminate",),
+}
+
+
+def run_verbs(run: Run, user: Any) -> list[str]:
+    """Return the action buttons this user may press on ``run``, recommended first."""
+    if not can_operate(user):
+        return []
+    verbs = list(_VERBS_BY_STATUS.get(run.status, ()))
+    if run.status == RunStatus.BLOCKED and run.attention_reason == BlockReason.BUDGET_EXHAUSTED:
+        verbs = ["raise_budget", "resume", *verbs]
+    if not can_admin(user) and "raise_budget" in verbs:
+        verbs.remove("raise_budget")
+    verbs = [v for v in verbs if _dispatch.allowed(v, run=run, user=user) is not False]
+    if run.recommended_action in verbs:
+        verbs.remove(run.recommended_action)
+        verbs.insert(0, run.recommended_action)
+    return verbs
+
+
+def _meter(label: str, used: float, limit: float | None, text: str) -> dict[str, Any]:
+    ratio = (used / limit) if limit else None
+    level = "" if ratio is None else "crit" if ratio >= 1 else "warn" if ratio >= 0.8 else "ok"
+    return {"label": label, "used": int(used), "limit": int(limit) if limit else None,
+            "high": int(limit * 0.8) if limit else None, "text": text, "level": level}
+
+
+def _usd(micros: int | None) -> str:
+    return "—" if micros is None else f"${micros / 1_000_000:,.4f}"
+
+
+def budget_meters(run: Run) -> list[dict[str, Any]]:
+    """Return used-vs-limit meters for tokens, calls, cost and time."""
+    def lim(v: Any) -> str:
+        return "∞" if v is None else f"{v:,}"
+
+    meters = [
+        _meter("Tokens", run.tokens_used, run.budget_tokens,
+               f"{run.tokens_used:,} / {lim(run.budget_tokens)}"),
+        _meter("Model calls", run.model_calls, run.budget_model_calls,
+               f"{run.model_calls:,} / {lim(run.budget_model_calls)}"),
+        _meter("Tool calls", run.tool_calls, run.budget_tool_calls,
+               f"{run.tool_calls:,} / {lim(run.budget_tool_calls)}"),
+        _meter("Cost", run.cost_micros, run.budget_cost_micros,
+               f"{_usd(run.cost_micros)} / {_usd(run.budget_cost_micros)}"),
+    ]
+    start = run.started_at or run.created_at
+    end = run.finished_at or clock.now()
+    used = max((end - start).total_seconds(), 0)
+    limit = (run.deadline - start).total_seconds() if run.deadline else None
+    meters.append(_meter("Time", used, limit, f"{used / 60:,.1f} min / "
+                         + ("∞" if limit is None else f"{limit / 60:,.1f} min")))
+    return meters
+
+
+def _detail(run_id: Any) -> sel.RunDetail:
+    try:
+        return sel.run_get_detail(run_id=run_id)
+    except RunNotFound as exc:
+        raise Http404(exc.message) from exc
+
+
+def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]:
+    """Return what the panel partial needs (also used after an action)."""
+    run = detail.run
+    return {"d": detail, "run": run, "verbs": run_verbs(run, request.user),
+            "verb_labels": VERB_LABELS, "meters": budget_meters(run),
+            "timeline": timeline(detail.steps)}
+
+
+@require_GET
+@role_required()
+def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """Show a run: the panel (refreshed by htmx) and, on a full load, everything below it."""
+    detail = _detail(run_id)
+    context = panel_context(request, detail)
+    if not getattr(request, "htmx", False):
+        context.update(
+            events=sel.event_page(run_id=run_id), event_types=EVENT_TYPES,
+            ledger=sel.ledger_for_run(run_id=run_id),
+            snapshots=sel.snapshots_for_run(run_id=run_id),
+            audit=sel.interventions_for_run(run_id=run_id),
+        )
+    return page(request, "runs/detail.html", context, partial="live")
+
+
+@require_GET
+@role_required()
+def run_events(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """Show a page of a run's events, newest first, filtered by type or tool call."""
+    run = _detail(run_id).run
+    events = sel.event_page(run_id=run.pk, before_seq=int_or_none(request.GET.get("before")),
+                            type=request.GET.get("type", "")[:40],
+                            tool_call_id=request.GET.get("tool_call_id", "")[:40])
+    return page(request, "runs/detail.html",
+                {"run": run, "events": events, "event_types": EVENT_TYPES,
+                 "event_filter": {"type": request.GET.get("type", ""),
+                                  "tool_call_id": request.GET.get("tool_call_id", "")},
+                 "events_only": True},
+                partial="events", always_partial=True)
+
+
+@require_GET
+@role_required()
+def run_ledger(request: HttpRequest, run_id: Any) -> HttpResponse:
+    """Show a page of a run's tool calls."""
+    run = _detail(run_id).run
+    ledger = sel.ledger_for_run(run_id=run.pk, after_id=int_or_none(request.GET.get("after")))
+    return page(request, "runs/detail.html", {"run": run, "ledger": ledger,
+                                              "ledger_only": True}, partial="ledger",
+                always_partial=True)

@@ -1,0 +1,103 @@
+"""The approvals inbox: pending requests with approve / reject / edit-and-approve, and history."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from approvals.forms import EditArgsForm, RejectForm, args_diff
+from approvals.roles import can_decide_approvals
+from approvals.selectors import approval_get, approval_list_decided, approval_list_pending
+from approvals.statuses import ApprovalStatus
+from runs.views import _dispatch
+from runs.views._common import page, role_required
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _items(approvals: list) -> list[dict[str, Any]]:
+    return [{"a": a, "args_json": _pretty(a.proposed_args)} for a in approvals]
+
+
+@require_GET
+@role_required()
+def inbox(request: HttpRequest) -> HttpResponse:
+    """List pending approvals (soonest expiry first) and recent decisions."""
+    context = {"pending": _items(approval_list_pending(user=request.user)),
+               "decided": approval_list_decided(), "focus": request.GET.get("focus", "")}
+    return page(request, "approvals/inbox.html", context, partial="pending")
+
+
+def _pending(approval_id: int):
+    approval = approval_get(approval_id=approval_id)
+    if approval is None:
+        raise Http404("no such approval")
+    return approval
+
+
+@require_POST
+@role_required(can_decide_approvals)
+def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpResponse:
+    """Approve, reject (reason required) or approve with edited arguments."""
+    if verb not in _dispatch.APPROVAL_VERBS:
+        raise Http404("no such decision")
+    approval = _pending(approval_id)
+    if approval.status != ApprovalStatus.PENDING:
+        who = approval.decided_by.get_username() if approval.decided_by else "the system"
+        return _back(request, error=f"Already {approval.status} by {who}.", status=409)
+    params, error = _decision_params(request, verb, approval)
+    if error:
+        return _back(request, error=error, status=422, focus=approval.pk)
+    outcome = _dispatch.perform(verb, approval=approval, user=request.user, **params)
+    if not outcome.ok:
+        return _back(request, error=outcome.error, status=outcome.status, focus=approval.pk)
+    messages.success(request, f"{approval.tool}: {verb.replace('_', ' ')} recorded.")
+    return _back(request)
+
+
+def _decision_params(request: HttpRequest, verb: str, approval) -> tuple[dict, str]:
+    if verb == "reject":
+        form = RejectForm(request.POST)
+        if not form.is_valid():
+            return {}, "A reason is required to reject (the agent sees it)."
+        return {"reason": form.cleaned_data["reason"]}, ""
+    if verb == "edit_args":
+        form = EditArgsForm(request.POST)
+        if not form.is_valid():
+            return {}, "; ".join(e for errs in form.errors.values() for e in errs)
+        return {"args": form.cleaned_data["args"], "reason": form.cleaned_data["reason"],
+                "diff": args_diff(approval.proposed_args, form.cleaned_data["args"])}, ""
+    return {"reason": request.POST.get("reason", "").strip()[:2000]}, ""
+
+
+def _back(request: HttpRequest, *, error: str = "", status: int = 200,
+          focus: Any = "") -> HttpResponse:
+    # Decisions always land back on the inbox (Post/Redirect/Get); the message says what
+    # happened, so ``status`` is informational only.
+    if error:
+        messages.error(request, error)
+    url = reverse("console:inbox") + (f"?focus={focus}" if focus else "")
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+@require_POST
+@role_required()
+def approval_diff(request: HttpRequest, approval_id: int) -> HttpResponse:
+    """Validate edited arguments and show their diff against the proposal (no decision)."""
+    approval = _pending(approval_id)
+    form = EditArgsForm(request.POST)
+    diff = args_diff(approval.proposed_args, form.cleaned_data["args"]) \
+        if form.is_valid() else []
+    return page(request, "approvals/inbox.html",
+                {"a": approval, "diff": diff, "diff_errors": form.errors.get("args", [])},
+                partial="diff", always_partial=True)

@@ -1,0 +1,236 @@
+/* AgentOps console: keyboard triage, selection, confirm dialogs, countdowns, live updates.
+   All behaviour lives here (no inline scripts or on*= attributes, so a strict CSP can apply). */
+(function () {
+  "use strict";
+  var body = document.body;
+  var focusedId = null;
+  var seenSeq = null;
+
+  function rows() { return Array.prototype.slice.call(document.querySelectorAll("[data-list] [data-row]")); }
+  function typing(el) {
+    return el && (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT" || el.isContentEditable);
+  }
+  function focusRow(index) {
+    var all = rows();
+    if (!all.length) { return; }
+    index = Math.max(0, Math.min(index, all.length - 1));
+    all.forEach(function (r) { r.classList.remove("is-focused"); });
+    var row = all[index];
+    row.classList.add("is-focused");
+    focusedId = row.getAttribute("data-id") || String(index);
+    row.scrollIntoView({ block: "nearest" });
+  }
+  function currentIndex() {
+    var all = rows();
+    for (var i = 0; i < all.length; i++) { if (all[i].classList.contains("is-focused")) { return i; } }
+    return -1;
+  }
+  function currentRow() { var i = currentIndex(); return i < 0 ? null : rows()[i]; }
+  function restoreFocus() {
+    if (focusedId === null) { return; }
+    var all = rows();
+    for (var i = 0; i < all.length; i++) {
+      if (all[i].getAttribute("data-id") === focusedId) { all[i].classList.add("is-focused"); return; }
+    }
+  }
+  function openRow(row) { if (row && row.getAttribute("data-href")) { window.location.href = row.getAttribute("data-href"); } }
+
+  /* ---------- keyboard ---------- */
+  var pendingG = false;
+  document.addEventListener("keydown", function (e) {
+    if (e.metaKey || e.ctrlKey || e.altKey) { return; }
+    if (typing(e.target)) {
+      if (e.key === "Escape") { e.target.blur(); }
+      return;
+    }
+    var sheet = document.getElementById("cheatsheet");
+    if (e.key === "?") { e.preventDefault(); if (sheet.open) { sheet.close(); } else { sheet.showModal(); } return; }
+    if (pendingG) {
+      pendingG = false;
+      if (e.key === "q") { window.location.href = "/"; return; }
+      if (e.key === "a") { window.location.href = "/approvals/"; return; }
+    }
+    if (e.key === "g") { pendingG = true; return; }
+    var i = currentIndex();
+    switch (e.key) {
+      case "j": e.preventDefault(); focusRow(i + 1); break;
+      case "k": e.preventDefault(); focusRow(i < 0 ? 0 : i - 1); break;
+      case "o": case "Enter": if (i >= 0) { e.preventDefault(); openRow(currentRow()); } break;
+      case "x": toggleSelect(currentRow()); break;
+      case "/": var s = document.getElementById("search"); if (s) { e.preventDefault(); s.focus(); } break;
+      case "a": decide("approve", e); break;
+      case "r": decide("reject", e); break;
+      default: break;
+    }
+  });
+
+  function decide(kind, e) {
+    if (body.getAttribute("data-page") !== "inbox") { return; }
+    var row = currentRow();
+    if (!row) { focusRow(0); row = currentRow(); }
+    if (!row) { return; }
+    e.preventDefault();
+    if (kind === "approve") {
+      var form = row.querySelector("form[data-approve]");
+      if (form) { form.requestSubmit(); }
+      return;
+    }
+    var input = row.querySelector("form[data-reject] input[name=reason]");
+    if (input) { input.focus(); }
+  }
+
+  /* ---------- rows: click to open, selection for bulk ---------- */
+  document.addEventListener("click", function (e) {
+    var closer = e.target.closest("[data-close-dialog]");
+    if (closer && closer.closest("dialog")) { e.preventDefault(); closer.closest("dialog").close(); return; }
+    var action = e.target.closest("[data-action=cheatsheet]");
+    if (action) { document.getElementById("cheatsheet").showModal(); return; }
+    var row = e.target.closest("[data-row]");
+    if (!row || e.target.closest("a, button, input, select, textarea, label, summary, details, form")) { return; }
+    openRow(row);
+  });
+
+  function selectionBoxes() { return Array.prototype.slice.call(document.querySelectorAll("#bulk-form input[name=run]")); }
+  function toggleSelect(row) {
+    var box = row && row.querySelector("input[name=run]");
+    if (box) { box.checked = !box.checked; updateSelection(); }
+  }
+  function updateSelection() {
+    var form = document.getElementById("bulk-form");
+    if (!form) { return; }
+    var all = form.querySelector("[data-select-all]");
+    var chosen = selectionBoxes().filter(function (b) { return b.checked; }).length;
+    var label = form.querySelector("[data-selected-count]");
+    if (label) { label.textContent = all && all.checked ? "all matching" : chosen + " selected"; }
+    var submit = form.querySelector("[data-bulk-submit]");
+    if (submit) { submit.disabled = !(chosen || (all && all.checked)); }
+  }
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("[data-select-page]")) {
+      selectionBoxes().forEach(function (b) { b.checked = e.target.checked; });
+    }
+    if (e.target.matches("[data-select-all]")) {
+      selectionBoxes().forEach(function (b) { b.disabled = e.target.checked; });
+    }
+    if (e.target.closest("#bulk-form")) { updateSelection(); }
+  });
+
+  /* Polling must not wipe a selection or a half-typed decision. */
+  function busy(el) {
+    if (!el) { return false; }
+    if (el.querySelector("input[name=run]:checked, [data-select-all]:checked, details.edit[open]")) { return true; }
+    if (el.contains(document.activeElement) && typing(document.activeElement)) { return true; }
+    return Array.prototype.some.call(el.querySelectorAll("form[data-reject] input"), function (i) { return i.value; });
+  }
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var el = e.detail.elt;
+    if (el && el.hasAttribute("data-poll") && busy(el)) { e.preventDefault(); }
+  });
+
+  /* ---------- confirm dialog ---------- */
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var target = e.detail.target;
+    if (target && target.id === "confirm-body") {
+      var dialog = document.getElementById("confirm");
+      if (!dialog.open) { dialog.showModal(); }
+      var first = target.querySelector("[data-autofocus]");
+      if (first) { first.focus(); }
+    }
+    restoreFocus();
+    updateSelection();
+    startCountdowns();
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var live = document.getElementById("live");
+    if (!live) { return; }
+    var seq = live.getAttribute("data-seq");
+    if (seenSeq !== null && seq !== seenSeq) { runChanged(); }
+    seenSeq = seq;
+  });
+  var confirmDialog = document.getElementById("confirm");
+  if (confirmDialog) {
+    confirmDialog.addEventListener("close", function () { document.getElementById("confirm-body").innerHTML = ""; });
+  }
+  function runChanged() {
+    var dialog = document.getElementById("confirm");
+    var banner = document.getElementById("changed-banner");
+    if (banner && dialog && dialog.open) {
+      banner.hidden = false;
+      var inner = dialog.querySelector("form");
+      if (inner && !inner.querySelector(".changed-note")) {
+        var note = document.createElement("p");
+        note.className = "msg msg-error changed-note";
+        note.textContent = "This run changed since you opened this dialog. Check the panel before confirming.";
+        inner.insertBefore(note, inner.firstChild);
+      }
+    }
+  }
+
+  /* ---------- countdowns ---------- */
+  function fmt(ms) {
+    if (ms <= 0) { return "expired"; }
+    var s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+    if (d) { return d + "d " + h + "h"; }
+    if (h) { return h + "h " + m + "m"; }
+    return m + "m " + (s % 60) + "s";
+  }
+  function startCountdowns() {
+    document.querySelectorAll("time[data-countdown]").forEach(function (t) {
+      var at = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(at)) { t.textContent = fmt(at - Date.now()); t.classList.toggle("expired", at <= Date.now()); }
+    });
+  }
+  setInterval(startCountdowns, 1000);
+
+  /* ---------- live updates over websockets (polling stays on as the fallback) ---------- */
+  function connect(path, attempt) {
+    if (!("WebSocket" in window) || attempt > 5) { return; }
+    var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path);
+    var dot = document.getElementById("live-dot");
+    ws.onopen = function () { attempt = 0; if (dot) { dot.classList.add("on"); dot.title = "Live updates: connected"; } };
+    ws.onclose = function () {
+      if (dot) { dot.classList.remove("on"); dot.title = "Live updates: polling"; }
+      setTimeout(function () { connect(path, attempt + 1); }, 1000 * Math.pow(2, attempt));
+    };
+    ws.onmessage = function (msg) {
+      var data = JSON.parse(msg.data);
+      if (data.type === "run.changed") {
+        if (typeof htmx !== "undefined") {
+          htmx.trigger(body, body.getAttribute("data-run") ? "run-changed" : "queue-changed");
+        }
+      } else if (data.type === "presence") {
+        showPresence(data.users || []);
+      }
+    };
+  }
+  function showPresence(users) {
+    var el = document.getElementById("presence");
+    if (!el) { return; }
+    el.textContent = "";
+    el.hidden = !users.length;
+    if (!users.length) { return; }
+    el.appendChild(document.createTextNode("Also viewing:"));
+    users.forEach(function (u) {
+      var span = document.createElement("span");
+      span.className = "viewer";
+      span.textContent = u;
+      el.appendChild(span);
+    });
+  }
+
+  /* ---------- start ---------- */
+  document.addEventListener("DOMContentLoaded", function () {
+    startCountdowns();
+    updateSelection();
+    var live = document.getElementById("live");
+    if (live) { seenSeq = live.getAttribute("data-seq"); }
+    var focus = body.getAttribute("data-focus");
+    if (focus) {
+      var all = rows();
+      for (var i = 0; i < all.length; i++) { if (all[i].getAttribute("data-id") === focus) { focusRow(i); break; } }
+    } else if (body.getAttribute("data-page") === "inbox") {
+      focusRow(0);
+    }
+    if (body.getAttribute("data-ws")) { connect(body.getAttribute("data-ws"), 0); }
+  });
+})();

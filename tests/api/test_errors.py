@@ -1,0 +1,54 @@
+"""The error contract: one JSON shape, the right status, never a trace."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from runs import api_selectors
+from tests.api.conftest import assert_error
+from tests.factories import make_run
+
+
+def test_an_unexpected_error_is_500_with_the_shape_and_no_trace(viewer, monkeypatch, caplog):
+    def explode(**kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(api_selectors, "run_list_page", explode)
+    with caplog.at_level(logging.ERROR, logger="agentops.api"):
+        response = viewer.get("/api/runs")
+    error = assert_error(response, 500, "internal_error")
+    assert "secret internal detail" not in response.content.decode()
+    assert error["details"] == {}
+    assert "secret internal detail" in caplog.text  # the trace is in the log instead
+
+
+@pytest.mark.parametrize("body", ["{", "[]", '"text"', "null"])
+def test_malformed_json_bodies_are_4xx_not_500(admin, body):
+    response = admin.post("/api/keys", body, content_type="application/json")
+    assert response.status_code in (400, 422), response.content
+    assert_error(response, response.status_code)
+
+
+def test_an_unknown_path_under_the_api_is_404(viewer):
+    response = viewer.get("/api/nothing-here")
+    assert response.status_code == 404
+
+
+def test_a_wrong_method_is_405(viewer):
+    run = make_run()
+    assert viewer.delete(f"/api/runs/{run.pk}").status_code == 405
+
+
+def test_huge_integers_in_the_path_are_422_not_500(admin):
+    assert_error(admin.get("/api/admin/budget-policies/99999999999999999999999"), 422)
+    assert_error(admin.get("/api/approvals/99999999999999999999999"), 422)
+
+
+def test_the_openapi_document_and_docs_are_served(anonymous):
+    schema = anonymous.get("/api/openapi.json").json()
+    assert "/api/runs" in schema["paths"]
+    op = schema["paths"]["/api/runs"]["get"]
+    assert op["responses"]["401"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorOut"}
+    assert anonymous.get("/api/docs").status_code == 200

@@ -1,0 +1,79 @@
+"""Starting and steering runs through the API: create (idempotent), cancel, signal, fork."""
+from __future__ import annotations
+
+import uuid
+
+from approvals.models import Intervention  # noqa: F401  (kept for the actions tests)
+from runs.models import Event, Run
+from tests.api.conftest import assert_error
+from tests.factories import make_run
+
+BODY = {"agent": "api-test-agent", "goal": "book a room", "input": {"city": "Oslo"},
+        "budget": {"tokens": 5000}}
+
+
+def test_operator_starts_a_run(operator, agent):
+    response = operator.post_json("/api/runs", BODY)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    run = Run.objects.get(pk=body["id"])
+    assert (run.goal, run.input, run.budget_tokens) == ("book a room", {"city": "Oslo"}, 5000)
+    assert run.created_by == operator.user
+    assert body["status"] == "queued" and body["steps_total"] == 1
+    assert Event.objects.filter(run=run, type="run.created").exists()
+
+
+def test_the_same_idempotency_key_returns_the_same_run(operator, agent):
+    first = operator.post_json("/api/runs", BODY, headers={"Idempotency-Key": "order-17"})
+    second = operator.post_json("/api/runs", BODY, headers={"Idempotency-Key": "order-17"})
+    assert first.status_code == second.status_code == 201
+    assert first.json()["id"] == second.json()["id"]
+    assert Run.objects.count() == 1
+
+
+def test_a_different_body_with_the_same_key_is_409(operator, agent):
+    operator.post_json("/api/runs", BODY, headers={"Idempotency-Key": "order-18"})
+    other = {**BODY, "goal": "book two rooms"}
+    response = operator.post_json("/api/runs", other, headers={"Idempotency-Key": "order-18"})
+    assert_error(response, 409)
+    assert Run.objects.count() == 1
+
+
+def test_without_a_key_each_create_is_a_new_run(operator, agent):
+    operator.post_json("/api/runs", BODY)
+    operator.post_json("/api/runs", BODY)
+    assert Run.objects.count() == 2
+
+
+def test_an_unknown_agent_is_422(operator, agent):
+    error = assert_error(operator.post_json("/api/runs", {**BODY, "agent": "nope"}), 422,
+                         "unknown_agent")
+    assert error["details"]["agent"] == "nope"
+
+
+def test_invalid_create_bodies_are_422(operator, agent):
+    for bad in ({**BODY, "goal": ""}, {**BODY, "budget": {"tokens": 0}}, {"goal": "x"},
+                {**BODY, "input": [1, 2]}, {**BODY, "goal": "   "}):
+        assert_error(operator.post_json("/api/runs", bad), 422)
+    assert not Run.objects.exists()
+
+
+def test_viewers_may_not_start_runs(viewer, agent):
+    assert_error(viewer.post_json("/api/runs", BODY), 403)
+    assert not Run.objects.exists()
+
+
+def test_operator_cancels_a_run_and_a_second_cancel_is_409(operator):
+    run = make_run()
+    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong city"})
+    assert response.status_code == 200, response.content
+    assert response.json()["status"] == "cancelled"
+    assert_error(operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "again"}), 409)
+
+
+def test_cancel_refusals(viewer, operator):
+    run = make_run()
+    assert_error(viewer.post_json(f"/api/runs/{run.pk}/cancel", {}), 403)
+    assert_error(operator.post_json(f"/api/runs/{uuid.uuid4()}/cancel", {}), 404)
+    run.refresh_from_db()
+    assert run.status == "queued"
