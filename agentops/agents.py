@@ -113,6 +113,7 @@ class Registry:
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], Agent] = {}
         self._latest: dict[str, str] = {}
+        self._migrators: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._loaded = False
 
     def register(self, agent: Agent) -> Agent:
@@ -120,6 +121,28 @@ class Registry:
         self._agents[(agent.name, agent.version)] = agent
         self._latest[agent.name] = agent.version
         return agent
+
+    def register_migrator(self, name: str, from_version: str, to_version: str,
+                          fn: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> None:
+        """Register how runs pinned to ``name@from_version`` move to ``to_version``.
+
+        ``fn(state)`` returns the events (``{"type", "data"}``, e.g. a ``plan.accepted`` with
+        renamed steps) that adapt the run; an empty list when the state needs no change.
+        """
+        self._migrators[(name, from_version)] = (to_version, fn)
+
+    def migration_path(self, name: str, from_version: str) -> list[tuple[str, Callable[..., Any]]]:
+        """Return the migrators from ``from_version`` to a registered version ([] if none)."""
+        self._load()
+        path, version, seen = [], from_version, {from_version}
+        while (name, version) not in self._agents:
+            step = self._migrators.get((name, version))
+            if step is None or step[0] in seen:
+                return []
+            path.append(step)
+            version = step[0]
+            seen.add(version)
+        return path
 
     def get(self, name: str, version: str | None = None) -> Agent:
         """Return the agent, or raise UnknownAgent naming what is registered."""

@@ -54,6 +54,33 @@ class CancelToken:
         return self._event.is_set()
 
 
+class WaitRequest(BaseException):  # noqa: N818 - control flow, like RunControl
+    """Raised by a tool to park its call in a durable wait; the engine resolves the call later.
+
+    A BaseException so a tool author's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, timeout_s: float | None = None) -> None:
+        super().__init__(timeout_s)
+        self.timeout_s = timeout_s
+
+
+class WaitForSignal(WaitRequest):
+    """Finish this call with the payload of the next signal ``name`` sent to the run."""
+
+    def __init__(self, name: str, timeout_s: float | None = None) -> None:
+        super().__init__(timeout_s)
+        self.name = name
+
+
+class WaitForChildren(WaitRequest):
+    """Start child runs (``[{agent, goal, input}]``) and finish this call when all have ended."""
+
+    def __init__(self, children: list[dict[str, Any]], timeout_s: float | None = None) -> None:
+        super().__init__(timeout_s)
+        self.children = children
+
+
 @dataclass
 class ToolContext:
     """What a running tool knows about its call."""

@@ -6,6 +6,7 @@ from ninja import Path, Query, Router, Status
 
 from agentops import api_auth
 from approvals import api_selectors as sel
+from approvals.actions import APPROVAL_ACTIONS
 from approvals.apikeys import apikey_create, apikey_list, apikey_revoke
 from approvals.schemas import (
     ApiKeyCreatedOut,
@@ -14,6 +15,7 @@ from approvals.schemas import (
     ApprovalFiltersIn,
     ApprovalOut,
     ApprovalPageOut,
+    DecisionIn,
 )
 
 router = Router(tags=["approvals"])
@@ -36,6 +38,21 @@ def list_approvals(request: HttpRequest, filters: Query[ApprovalFiltersIn], curs
 def get_approval(request: HttpRequest, approval_id: int = Path(..., ge=1, le=2**62)):
     """Return one approval with the exact arguments it asks about."""
     api_auth.viewer(request)
+    return sel.approval_get(approval_id=approval_id)
+
+
+_VERBS = {"approve": "approve", "reject": "reject", "edit": "edit_args"}
+
+
+@router.post("/{approval_id}/decide", response=ApprovalOut, summary="Decide an approval")
+def decide_approval(request: HttpRequest, body: DecisionIn,
+                    approval_id: int = Path(..., ge=1, le=2**62)):
+    """Approve, reject (reason required) or approve with edited ``args``."""
+    api_auth.viewer(request)  # the action checks the support/admin role itself
+    approval = sel.approval_get(approval_id=approval_id)
+    params = {"args": body.args} if body.decision == "edit" else {}
+    APPROVAL_ACTIONS[_VERBS[body.decision]].execute(request.auth, approval, body.reason,
+                                                    **params)
     return sel.approval_get(approval_id=approval_id)
 
 

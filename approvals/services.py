@@ -1,16 +1,34 @@
-"""Approval requests and decisions (the services the console and the API call)."""
+"""Approval requests, decisions and expiry (the services the console and the API call).
+
+A decision locks the approval row, so of two people deciding at once the first wins and the
+second is told who decided. An approval binds to the exact arguments and to the run state it
+was asked in: if the run moved on since, it goes stale instead of being decided.
+"""
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from django.db import transaction
+
 from agentops import clock
+from agentops.errors import InvalidInput
 from agentops.tools import ToolSpec
-from approvals.errors import AlreadyDecided
+from approvals.errors import AlreadyDecided, NotAllowed, StaleApproval
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
+from ledger.keys import redact
 from ledger.models import ToolCall
+from ledger.services.record import toolcall_update
+from ledger.statuses import ToolCallStatus as TC
+from runs.engine.events import result_event
+from runs.engine.events import NewEvent
+from runs.models import Run
+from runs.statuses import TERMINAL, RunStatus, WaitKind
+
+# A run waiting for a person writes only a few events; this many means it moved on.
+STALE_AFTER_EVENTS = 100
 
 
 def approval_needed(spec: ToolSpec, args: dict[str, Any]) -> str:
@@ -47,7 +65,9 @@ def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
 
 def approval_lock(approval_id: int) -> Approval:
     """Return the approval locked for a decision; a decided one raises AlreadyDecided."""
-    approval = Approval.objects.select_for_update().select_related("decided_by").get(pk=approval_id)
+    # of=("self",): PostgreSQL cannot lock the nullable side of the decided_by outer join.
+    approval = (Approval.objects.select_for_update(of=("self",)).select_related("decided_by")
+                .get(pk=approval_id))
     if approval.status != ApprovalStatus.PENDING:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise AlreadyDecided(
@@ -61,3 +81,218 @@ def approval_pending_for_run(run_id: Any) -> list[Approval]:
     """Return the run's pending approvals."""
     return list(Approval.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING))
 
+
+
+def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str = "",
+                    edited_args: dict[str, Any] | None = None) -> Approval:
+    """Approve (optionally with edited arguments) or reject ``approval``; wake its run.
+
+    Raises AlreadyDecided (naming who) when someone decided first, StaleApproval when the run
+    moved on (the approval is then marked stale), NotAllowed for self-approval, and
+    InvalidInput for a reject without a reason or edited arguments that fail the schema.
+    """
+    reason = (reason or "").strip()
+    if not approve and not reason:
+        raise InvalidInput("a reason is required to reject (the agent sees it)")
+    stale = ""
+    with transaction.atomic():
+        a = approval_lock(approval.pk)
+        if a.requested_by_id is not None and a.requested_by_id == getattr(user, "pk", None):
+            raise NotAllowed("you asked for this approval; someone else must decide it")
+        run = Run.objects.select_for_update().get(pk=a.run_id)
+        stale = approval_stale_reason(a, run)
+        if stale:
+            _mark_stale(a, run, stale)
+        else:
+            _decide(a, run, user, approve, reason, edited_args)
+    if stale:
+        raise StaleApproval(f"this approval is stale: {stale}", reason=stale)
+    approval.refresh_from_db()
+    return approval
+
+
+def approval_stale_reason(approval: Approval, run: Run) -> str:
+    """Return why ``approval`` no longer applies to ``run`` ("" when it still does)."""
+    if run.status in TERMINAL:
+        return f"the run is {run.status}"
+    if run.plan_version != approval.plan_version:
+        return f"the plan changed (version {approval.plan_version} -> {run.plan_version})"
+    if Run.objects.filter(forked_from=run, created_at__gte=approval.created_at).exists():
+        return "the run was forked after the approval was asked"
+    if run.last_seq - approval.state_seq > STALE_AFTER_EVENTS:
+        return f"the run moved on (event #{approval.state_seq} -> #{run.last_seq})"
+    call = approval.tool_call
+    if call.status != TC.AWAITING_APPROVAL:
+        return f"the tool call is {call.status}, no longer awaiting approval"
+    return ""
+
+
+def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
+            edited_args: dict[str, Any] | None) -> None:
+    call, who = a.tool_call, user.get_username()
+    args = call.args if edited_args is None else _validated(run, a.tool, edited_args)
+    data: dict[str, Any] = {"approval": a.pk, "tool_call_id": call.tool_call_id,
+                            "decision": "approved" if approve else "rejected", "by": who,
+                            "reason": reason[:2000], "edited": edited_args is not None}
+    if approve:
+        if edited_args is not None:
+            data["args"] = redact(args, _sensitive(run, a.tool))
+        write = toolcall_update(call, TC.PENDING, approved_args=args)
+        events = [NewEvent("approval.decided", data, tool_call_id=call.tool_call_id, actor=who)]
+    else:
+        write = toolcall_update(call, TC.REJECTED, finished_at=clock.now(), error_class="rejected",
+                                error=reason[:500])
+        events = [NewEvent("approval.decided", data, tool_call_id=call.tool_call_id, actor=who),
+                  _rejected_result(call, reason, who)]
+    a.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
+    a.approved_args = args if approve else None
+    a.decided_by, a.decided_at, a.reason = user, clock.now(), reason
+    a.save(update_fields=["status", "approved_args", "decided_by", "decided_at", "reason"])
+    _wake(run, events, [write], who)
+
+
+def _validated(run: Run, tool: str, args: Any) -> dict[str, Any]:
+    spec = _spec(run, tool)
+    if spec is None:
+        raise InvalidInput(f"tool {tool} is not deployed here, so edited arguments cannot be "
+                           "checked; approve or reject as proposed")
+    try:
+        return spec.validate(args)
+    except Exception as exc:  # ToolInvalidArguments: say where the edit is wrong
+        raise InvalidInput(getattr(exc, "message", str(exc)), field="args") from None
+
+
+def _spec(run: Run, tool: str) -> ToolSpec | None:
+    from agentops.agents import registry
+    from runs.errors import UnknownAgent
+
+    try:
+        return registry.get(run.agent_name, run.agent_version).tool(tool)
+    except UnknownAgent:
+        return None
+
+
+def _sensitive(run: Run, tool: str) -> tuple[str, ...]:
+    spec = _spec(run, tool)
+    return spec.sensitive if spec is not None else ()
+
+
+def _rejected_result(call: ToolCall, reason: str, who: str, category: str = "rejected") -> NewEvent:
+    return result_event(call.tool_call_id, status="rejected", error={
+        "category": category, "retryable": False, "message": reason[:2000], "by": who,
+        "next": "do not make this call again as it was; find another way or finish the step"})
+
+
+def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who: str) -> None:
+    """Append the decision and put a run waiting for approval back in the queue."""
+    from runs.engine.events import event_append
+    from runs.engine.transition import run_transition
+    from runs.services import run_enqueue
+
+    if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL:
+        ended = NewEvent("wait.ended", {"kind": WaitKind.APPROVAL, "by": who})
+        run_transition(run, RunStatus.QUEUED, reason="approval_decided", actor=who,
+                       events=[*events, ended], also=also)
+        run_enqueue(run.pk)
+    else:
+        event_append(run=run, events=events, also=also)
+
+
+def _mark_stale(a: Approval, run: Run, why: str) -> None:
+    from runs.engine.events import event_append
+
+    a.status, a.decided_at, a.reason = ApprovalStatus.STALE, clock.now(), why
+    a.save(update_fields=["status", "decided_at", "reason"])
+    if run.status not in TERMINAL:
+        event_append(run=run, events=[NewEvent("approval.stale", {
+            "approval": a.pk, "tool_call_id": a.tool_call.tool_call_id, "why": why})])
+        _block_if_stuck(run, f"approval {a.pk} for {a.tool} went stale: {why}")
+
+
+def _block_if_stuck(run: Run, detail: str) -> None:
+    """Block a run left waiting for approvals nobody can give any more (an operator decides)."""
+    from runs.engine import reducer
+    from runs.engine.attention import attention_fields, block_reason
+    from runs.engine.transition import run_transition
+
+    waiting = run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL
+    if not waiting or Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists():
+        return
+    fields = attention_fields(category="approval_expired", detail=detail,
+                              state=reducer.empty_state(), agent=run.agent_name)
+    run_transition(run, RunStatus.BLOCKED, reason=block_reason("approval_expired"),
+                   detail=detail, fields=fields)
+
+
+def approval_expire(*, approval: Approval) -> str:
+    """Apply an overdue approval's expiry outcome; return what happened ("" if not due)."""
+    with transaction.atomic():
+        try:
+            a = approval_lock(approval.pk)
+        except AlreadyDecided:
+            return ""
+        if a.expires_at is None or a.expires_at > clock.now():
+            return ""
+        run = Run.objects.select_for_update().get(pk=a.run_id)
+        a.status, a.decided_at = ApprovalStatus.EXPIRED, clock.now()
+        a.reason = f"nobody decided by {a.expires_at.isoformat(timespec='seconds')}"
+        a.save(update_fields=["status", "decided_at", "reason"])
+        if run.status not in TERMINAL:
+            _EXPIRY[a.expiry_outcome](a, run)
+    return a.expiry_outcome
+
+
+def _expire_deny(a: Approval, run: Run) -> None:
+    call = a.tool_call
+    data = {"approval": a.pk, "tool_call_id": call.tool_call_id, "outcome": "deny"}
+    events = [NewEvent("approval.expired", data, tool_call_id=call.tool_call_id),
+              _rejected_result(call, f"not approved in time ({a.reason}); denied by default",
+                               "system", category="approval_expired")]
+    write = toolcall_update(call, TC.REJECTED, finished_at=clock.now(),
+                            error_class="approval_expired", error=a.reason)
+    _wake(run, events, [write], "")
+
+
+def _expire_cancel(a: Approval, run: Run) -> None:
+    from runs.services import run_cancel
+
+    if run.status not in TERMINAL:
+        run_cancel(run=run, actor=None, reason=f"approval for {a.tool} expired: {a.reason}")
+
+
+def _expire_rerequest(a: Approval, run: Run) -> None:
+    from runs.engine.events import event_append
+
+    spec = _spec(run, a.tool)
+    window = dt.timedelta(seconds=spec.approval_expiry_s) if spec else a.expires_at - a.created_at
+    fresh = Approval.objects.create(
+        run=run, tool_call=a.tool_call, tool=a.tool, proposed_args=a.proposed_args,
+        risk=a.risk, why=a.why, state_seq=a.state_seq, plan_version=a.plan_version,
+        requested_by=a.requested_by, expiry_outcome=a.expiry_outcome,
+        expires_at=clock.now() + max(window, dt.timedelta(minutes=1)))
+    event_append(run=run, events=[NewEvent("approval.expired", {
+        "approval": a.pk, "outcome": "rerequest", "new_approval": fresh.pk})],
+        fields={"wait_until": fresh.expires_at} if run.status == RunStatus.WAITING else None)
+
+
+def _expire_escalate(a: Approval, run: Run) -> None:
+    from runs.engine.events import event_append
+
+    a.escalated = True
+    a.save(update_fields=["escalated"])
+    event_append(run=run, events=[NewEvent("approval.expired", {
+        "approval": a.pk, "outcome": "escalate"})])
+    _block_if_stuck(run, f"nobody decided the approval for {a.tool} in time; an operator "
+                         "must retry (asks again) or terminate")
+
+
+_EXPIRY = {ExpiryOutcome.DENY: _expire_deny, ExpiryOutcome.CANCEL_RUN: _expire_cancel,
+           ExpiryOutcome.REREQUEST: _expire_rerequest, ExpiryOutcome.ESCALATE: _expire_escalate}
+
+
+def approvals_expire_due(*, limit: int = 100) -> list[int]:
+    """Expire every pending approval past its deadline (the sweeper calls this)."""
+    due = list(Approval.objects.filter(status=ApprovalStatus.PENDING,
+                                       expires_at__lt=clock.now())
+               .order_by("expires_at").values_list("pk", flat=True)[:limit])
+    return [pk for pk in due if approval_expire(approval=Approval(pk=pk))]

@@ -11,10 +11,17 @@ from ninja import Header, Path, Query, Router, Status
 
 from agentops import api_auth
 from approvals import limits
+from approvals.actions import RUN_ACTIONS
 from runs import api_selectors as sel
 from runs import services
+from runs.services_signals import run_fork, run_signal
 from runs.models import BudgetPolicy
 from runs.schemas import (
+    ActionIn,
+    ActionOut,
+    ForkIn,
+    SignalIn,
+    action_params,
     BudgetPolicyCreateIn,
     BudgetPolicyIn,
     BudgetPolicyOut,
@@ -129,6 +136,32 @@ def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
     """Cancel a run; a run that has already ended is 409."""
     user = api_auth.operator(request)
     return services.run_cancel(run=sel.run_get(run_id=run_id), actor=user, reason=body.reason)
+
+
+@router.post("/{run_id}/fork", response={201: RunOut}, summary="Fork a run")
+def fork_run(request: HttpRequest, run_id: uuid.UUID, body: ForkIn):
+    """Start a new run from this run's state after event ``seq`` (try an alternative)."""
+    user = api_auth.operator(request)
+    return Status(201, run_fork(run=sel.run_get(run_id=run_id), seq=body.seq, actor=user))
+
+
+@router.post("/{run_id}/signals", response=SignalOut, summary="Send a signal")
+def send_signal(request: HttpRequest, run_id: uuid.UUID, body: SignalIn):
+    """Deliver a named signal; the same ``key`` again returns the first delivery."""
+    api_auth.operator(request)
+    return run_signal(run=sel.run_get(run_id=run_id), name=body.name, payload=body.payload,
+                      key=body.key)
+
+
+@router.post("/{run_id}/actions", response=ActionOut, summary="Act on a run")
+def act_on_run(request: HttpRequest, run_id: uuid.UUID, body: ActionIn) -> dict:
+    """Apply an operator action (retry, skip, ...) with a reason; refusals change nothing."""
+    api_auth.viewer(request)  # each action checks its own roles (operators, admins)
+    params = action_params(body.action, body.params)
+    run = sel.run_get(run_id=run_id)
+    changes = RUN_ACTIONS[body.action].execute(request.auth, run, body.reason, **params)
+    run.refresh_from_db()
+    return {"action": body.action, "changes": changes, "run": run}
 
 
 @admin_router.get("", response=list[BudgetPolicyOut], summary="List budget policies")

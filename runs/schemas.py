@@ -6,6 +6,10 @@ import uuid
 from typing import Any, Literal
 
 from ninja import Field, Schema
+from pydantic import ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from agentops.errors import InvalidInput
 
 from runs.statuses import BlockReason, RunStatus
 
@@ -203,21 +207,69 @@ class ActionIn(Schema):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class BulkActionIn(Schema):
-    """An operator action on many runs: by ids, or by the list filters."""
+class ActionOut(Schema):
+    """What an action changed, and the run as it is now."""
 
-    action: Verb
-    reason: str = Field(min_length=1, max_length=2000)
-    params: dict[str, Any] = Field(default_factory=dict)
-    ids: list[uuid.UUID] = Field(default_factory=list, max_length=500)
-    filters: RunFiltersIn | None = None
+    action: str
+    changes: dict[str, Any]
+    run: RunOut
 
 
-class BulkResultOut(Schema):
-    """What happened to each run of a bulk action."""
+class _Params(Schema):
+    model_config = ConfigDict(extra="forbid")
 
-    done: list[uuid.UUID]
-    refused: dict[str, str]
+
+class NoParams(_Params):
+    """This action takes no parameters."""
+
+
+class SkipParams(_Params):
+    """Skip the current step (or ``step``), optionally giving the output it should have had."""
+
+    output: Any = None
+    step: str | None = Field(None, max_length=100)
+
+
+class RollbackParams(_Params):
+    """Undo the step's calls back to ``to_seq``; ``ticked`` are the calls to compensate."""
+
+    to_seq: int | None = Field(None, ge=1, le=2**62)
+    ticked: list[str] = Field(default_factory=list, max_length=500)
+
+
+class RaiseBudgetParams(_Params):
+    """New (higher) limits for the run."""
+
+    tokens: int | None = Field(None, gt=0, le=10**12)
+    model_calls: int | None = Field(None, gt=0, le=10**9)
+    tool_calls: int | None = Field(None, gt=0, le=10**9)
+    cost_micros: int | None = Field(None, gt=0, le=10**15)
+    seconds: int | None = Field(None, gt=0, le=10**8)
+
+
+class ConfirmParams(_Params):
+    """Which unknown call is settled, with the facts and evidence a person found."""
+
+    tool_call: str | None = Field(None, max_length=40)
+    facts: dict[str, Any] | None = None
+    evidence: str = Field("", max_length=5000)
+
+
+def action_params(verb: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """Return the validated parameters of ``verb`` (unset ones left out), or raise 422."""
+    try:
+        parsed = ACTION_PARAMS[verb].model_validate(raw)
+    except PydanticValidationError as exc:
+        errors = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors()]
+        raise InvalidInput(f"invalid params for {verb}", errors=errors) from None
+    return parsed.model_dump(exclude_unset=True)
+
+
+ACTION_PARAMS: dict[str, type[Schema]] = {
+    "retry": NoParams, "terminate": NoParams, "resume": NoParams, "skip": SkipParams,
+    "rollback": RollbackParams, "raise_budget": RaiseBudgetParams,
+    "confirm_executed": ConfirmParams, "confirm_not_executed": ConfirmParams,
+}
 
 
 class BudgetPolicyOut(Schema):

@@ -16,7 +16,6 @@ from agentops import clock
 from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
-from ledger.statuses import DONE_OK, ToolCallStatus
 from runs.errors import RunNotFound
 from runs.models import Event, Run, Snapshot, Step
 from runs.statuses import ATTENTION, RunStatus, WaitKind
@@ -220,19 +219,6 @@ def ledger_for_run(*, run_id: Any, after_id: int | None = None,
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows=rows, next_cursor=str(rows[-1].id) if more and rows else None)
-
-
-def toolcalls_to_rerun(*, run: Run, verb: str) -> list[ToolCall]:
-    """Return the tool calls an action on ``run`` may execute again, for the confirm step."""
-    qs = ToolCall.objects.filter(run=run)
-    if verb in {"retry", "resume", "raise_budget", "confirm_not_executed"}:
-        qs = qs.filter(step_key=run.current_step).exclude(
-            status__in=[*DONE_OK, ToolCallStatus.REJECTED, ToolCallStatus.CANCELLED])
-    elif verb == "rollback":
-        qs = qs.filter(step_key=run.current_step)
-    else:
-        return []
-    return list(qs.order_by("id")[:50])
 
 
 def artifact_belongs_to_run(*, run_id: Any, sha256: str) -> bool:

@@ -106,3 +106,7 @@ def _actor_name(actor: Any) -> str:
     if hasattr(actor, "get_username"):
         return actor.get_username()
     return str(actor)
+
+
+# Signals and forks live in their own module; re-exported so callers find every run service here.
+from runs.services_signals import run_fork, run_signal  # noqa: E402,F401

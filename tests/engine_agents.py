@@ -98,7 +98,13 @@ def big(ctx, n: int) -> ToolResult:
     return ToolResult(facts={"count": n, "rows": rows}, summary=f"{n} rows", log="raw " * 1000)
 
 
-TOOLS = [lookup, charge, ship, email, partial, big]
+@tool(effect="read")
+def poll(ctx, ref: str) -> ToolResult:
+    """Check a status that never changes."""
+    return ToolResult(facts={"state": "pending"}, summary="still pending")
+
+
+TOOLS = [lookup, charge, ship, email, partial, big, poll]
 
 MIXED_SCRIPT = {
     "quote": [call("lookup", item="book"), say("quoted")],

@@ -45,6 +45,7 @@ def _with_axes(settings, tmp_path, *, debug: bool) -> Iterator[None]:
     """Install the security settings; use axes' cache handler until axes is migrated here."""
     migrated = "axes" in django_settings.INSTALLED_APPS
     _apply(settings, debug=debug)
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
     (tmp_path / "static").mkdir()
     settings.STATIC_ROOT = str(tmp_path / "static")
     if not migrated:
@@ -146,6 +147,7 @@ def test_session_cookie_is_secure_httponly_and_expires(client, secured):
 
 
 def test_login_without_a_csrf_token_is_refused(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     get_user_model().objects.create_user("ops", password="right-password-123")
     client = Client(enforce_csrf_checks=True)
     response = client.post("/login/", {"username": "ops", "password": "right-password-123"})

@@ -57,3 +57,54 @@ def _count_failure(tool: str, limits: dict[str, ToolLimit]) -> Callable[[], Any]
         limits[tool] = limit
 
     return write
+
+
+def limit_values(limits: dict[str, ToolLimit], tool: str, spec: Any) -> tuple[int | None, int | None]:
+    """Return (concurrency, calls per minute) for ``tool``: the admin row wins over the code."""
+    row = limits.get(tool)
+    concurrency = (row.concurrency if row is not None and row.concurrency else None) or getattr(
+        spec, "concurrency", None)
+    rate = (row.rate_per_minute if row is not None and row.rate_per_minute else None) or getattr(
+        spec, "rate", None)
+    return concurrency, rate
+
+
+def limits_admit(*, calls: list[Any], caps: dict[str, tuple[int | None, int | None]]
+                 ) -> dt.datetime | None:
+    """Mark ``calls`` running if every tool has room across all workers; else return a retry time.
+
+    One short transaction: the tools' limit rows are locked (in name order, so two workers
+    never deadlock), in-flight calls and the last minute's attempts are counted, and the
+    admitted calls are marked ``running`` before the lock is released. Nothing is marked when
+    any tool is full: the caller waits a short timer and asks again (a queue, not a retry storm).
+    """
+    from django.db import transaction
+
+    from ledger.models import ToolAttempt, ToolCall
+    from ledger.statuses import ToolCallStatus
+
+    now = clock.now()
+    wanted: dict[str, int] = {}
+    for c in calls:
+        wanted[c.tool] = wanted.get(c.tool, 0) + 1
+    with transaction.atomic():
+        for tool in sorted(wanted):
+            ToolLimit.objects.get_or_create(tool=tool)
+        list(ToolLimit.objects.select_for_update().filter(tool__in=sorted(wanted)).order_by("tool"))
+        for tool, n in wanted.items():
+            concurrency, rate = caps[tool]
+            running = ToolCall.objects.filter(tool=tool, status=ToolCallStatus.RUNNING).count()
+            if concurrency and running + n > concurrency:
+                return now + dt.timedelta(seconds=0.5 + clock.rng().random())
+            if rate:
+                window = ToolAttempt.objects.filter(
+                    tool_call__tool=tool, started_at__gte=now - dt.timedelta(seconds=60)
+                ).exclude(status=ToolCallStatus.RUNNING)
+                if window.count() + running + n > rate:
+                    oldest = window.order_by("started_at").values_list("started_at", flat=True).first()
+                    return (oldest or now) + dt.timedelta(seconds=60.05)
+        ToolCall.objects.filter(pk__in=[c.pk for c in calls]).update(
+            status=ToolCallStatus.RUNNING, updated_at=now)
+    for c in calls:
+        c.status = ToolCallStatus.RUNNING
+    return None

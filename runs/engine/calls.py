@@ -12,7 +12,7 @@ from ledger.models import ToolCall
 from ledger.sealed import seal
 from ledger.services.record import toolcalls_insert
 from ledger.statuses import DONE_OK, ToolCallStatus
-from runs.engine.events import NewEvent
+from runs.engine.events import NewEvent, result_event
 from runs.engine.session import RunSession
 
 
@@ -37,12 +37,6 @@ class PlannedCall:
             args = redact(args, self.spec.sensitive)
         return {"id": self.call_id, "name": self.name, "args": args,
                 "provider_id": self.provider_id}
-
-
-def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
-    """Return the tool.result event (after_tool_call) of a settled call."""
-    return NewEvent("tool.result", {"id": call_id, **data}, tool_call_id=call_id,
-                    attempt=attempt)
 
 
 def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedCall],

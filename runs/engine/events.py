@@ -33,6 +33,12 @@ class NewEvent:
         check_json(self.data, f"event[{self.type}].data")
 
 
+def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
+    """Return the tool.result event (after_tool_call) of a settled call."""
+    return NewEvent("tool.result", {"id": call_id, **data}, tool_call_id=call_id,
+                    attempt=attempt)
+
+
 def event_append(
     *,
     run: Run,
@@ -133,9 +139,10 @@ def _write(
 
 
 def event_tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:
-    """Return the events of a run after ``after_seq`` as plain dicts, in order."""
-    return list(
+    """Return the events of a run after ``after_seq`` as plain dicts (what reduce reads), in order."""
+    rows = (
         Event.objects.filter(run_id=run_id, seq__gt=after_seq)
         .order_by("seq")
-        .values("seq", "type", "data", "tool_call_id", "attempt", "schema_version", "actor", "at")
+        .values_list("seq", "type", "data")
     )
+    return [{"seq": seq, "type": type_, "data": data} for seq, type_, data in rows]

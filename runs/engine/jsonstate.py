@@ -8,11 +8,18 @@ from typing import Any
 
 from runs.errors import NotJSONSerializable
 
-_SCALARS = (str, bool, int, type(None))
+_SCALARS = (bool, int, type(None))
 
 
 def check_json(value: Any, path: str = "$") -> None:
-    """Raise NotJSONSerializable naming the first key path whose value is not plain JSON."""
+    """Raise NotJSONSerializable naming the first key path whose value is not plain JSON.
+
+    Strings with NUL characters are refused too: PostgreSQL's jsonb cannot store them.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise NotJSONSerializable(path, "string with a NUL character")
+        return
     if isinstance(value, _SCALARS):
         return
     if isinstance(value, float):
@@ -30,6 +37,11 @@ def check_json(value: Any, path: str = "$") -> None:
             check_json(v, f"{path}[{i}]")
         return
     raise NotJSONSerializable(path, type(value).__name__)
+
+
+def strip_nul(text: str) -> str:
+    """Return ``text`` with NUL characters replaced (model output may contain them)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def canonical_json(value: Any) -> str:

@@ -21,6 +21,7 @@ from runs.engine.session import RunSession
 from runs.engine.snapshots import load_state
 from runs.engine.toolrun import tool_phase
 from runs.engine.transition import run_claim, run_transition
+from runs.engine.versions import agent_migrate
 from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
 from runs.models import Run
 from runs.statuses import RunStatus, StepStatus
@@ -58,6 +59,11 @@ def session_open(run: Run, worker: str) -> RunSession | None:
     try:
         agent = registry.get(run.agent_name, run.agent_version)
     except UnknownAgent:
+        migrated = agent_migrate(run, state)
+        if migrated is not None:
+            agent, state = migrated
+            return RunSession(run=run, state=state, agent=agent, worker=worker,
+                              tool_limits=limits_load(), last_snapshot_size=0)
         try:
             latest = registry.get(run.agent_name).version
         except UnknownAgent:

@@ -5,6 +5,8 @@ When every call is a plain read, they run first and the whole turn commits once.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +20,7 @@ from runs.engine import context as ctx
 from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.events import NewEvent
+from runs.engine.jsonstate import sha256_json, strip_nul
 from runs.engine.outcomes import block, retry_later
 from runs.engine.session import RunSession
 from runs.engine.stall import STALL_ROUNDS, loop_evidence
@@ -55,7 +58,19 @@ def model_turn(session: RunSession, step: str) -> None:
     except ModelError as err:
         _model_failed(session, step, err)
         return
-    _record_reply(session, step, reply)
+    _record_reply(session, step, _clean(reply))
+
+
+def _clean(reply: ModelReply) -> ModelReply:
+    """Return ``reply`` with NUL characters replaced (the log cannot store them)."""
+    text = strip_nul(reply.text or "")
+    raw = json.dumps([c.arguments for c in reply.tool_calls])
+    if text == reply.text and "\\u0000" not in raw:
+        return reply
+    args = json.loads(raw.replace("\\u0000", "\\ufffd"))
+    calls = tuple(dataclasses.replace(c, arguments=a, name=strip_nul(c.name))
+                  for c, a in zip(reply.tool_calls, args))
+    return dataclasses.replace(reply, text=text, tool_calls=calls)
 
 
 def _requested(s: dict[str, Any]) -> bool:
@@ -143,11 +158,18 @@ def _plan_one(session: RunSession, index: int, req: ToolCallRequest) -> PlannedC
 
 
 def _no_progress(s: dict[str, Any]) -> int:
-    last = s["turns"][-1] if s["turns"] else None
-    if last is None:
+    """Return rounds without progress: a round progresses when a call returns new facts."""
+    if not s["turns"]:
         return 0
-    progressed = any((c.get("result") or {}).get("status") == "succeeded"
-                     and not (c.get("result") or {}).get("deduplicated") for c in last["calls"])
+    *earlier, last = s["turns"][-20:]
+    seen = {sha256_json(c["result"]["facts"]) for t in earlier for c in t["calls"]
+            if (c.get("result") or {}).get("facts") is not None}
+    progressed = any(
+        (c.get("result") or {}).get("status") == "succeeded"
+        and not c["result"].get("deduplicated")
+        and sha256_json(c["result"].get("facts")) not in seen
+        for c in last["calls"]
+    )
     return 0 if progressed else s["guards"]["no_progress"] + 1
 
 

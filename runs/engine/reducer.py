@@ -12,6 +12,7 @@ from typing import Any
 
 State = dict[str, Any]
 Event = dict[str, Any]
+_RESULT_KEYS = ("status", "summary", "facts", "missing_fields", "error", "deduplicated", "same_as")
 _HANDLERS: dict[str, Callable[[State, dict[str, Any], Event], None]] = {}
 
 
@@ -155,6 +156,9 @@ def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
     step.update(status="skipped", output=d.get("output"), error_class="")
     if state["current_step"] == d["step"]:
         state["current_step"] = None
+    if (d.get("output") or {}).get("facts"):
+        # Facts an operator supplies for a skipped step are confirmed facts for later steps.
+        state["facts"][f"skip:{d['step']}"] = d["output"]["facts"]
 
 
 @_on("step.reset")
@@ -198,7 +202,7 @@ def _model_failed(state: State, d: dict[str, Any], e: Event) -> None:
 @_on("tool.result")
 def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     call_id = d["id"]
-    result = {k: d[k] for k in ("status", "summary", "facts", "missing_fields", "error") if k in d}
+    result = {k: d[k] for k in _RESULT_KEYS if k in d}
     if d.get("artifact"):
         result["artifact"] = d["artifact"]
     if state["open_calls"].pop(call_id, None) is not None:
@@ -211,7 +215,8 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
         else:
             continue
         break
-    if d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
+    fresh = not d.get("deduplicated")
+    if fresh and d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
         state["facts"][call_id] = d["facts"]
 
 
@@ -249,3 +254,49 @@ def _compacted(state: State, d: dict[str, Any], e: Event) -> None:
 @_on("run.note")
 def _note(state: State, d: dict[str, Any], e: Event) -> None:
     state["notes"] = (state["notes"] + [d["text"]])[-10:]
+
+
+@_on("tool.reopened")
+def _tool_reopened(state: State, d: dict[str, Any], e: Event) -> None:
+    # An operator's retry puts a settled call back on the step's to-do list.
+    state["open_calls"][d["id"]] = {"turn": d["turn"], "name": d["name"], "step": d["step"]}
+    for turn in state["turns"]:
+        for call in turn["calls"]:
+            if call["id"] == d["id"]:
+                call["result"] = None
+
+
+@_on("tool.confirmed")
+def _tool_confirmed(state: State, d: dict[str, Any], e: Event) -> None:
+    call = state["open_calls"].get(d["id"])
+    if call is not None and not d.get("executed"):
+        call.pop("unknown", None)
+
+
+@_on("approval.decided")
+def _approval_decided(state: State, d: dict[str, Any], e: Event) -> None:
+    # Edited arguments replace the proposal in the model's view: it sees what will run.
+    if d.get("args") is None:
+        return
+    for turn in reversed(state["turns"]):
+        for call in turn["calls"]:
+            if call["id"] == d["tool_call_id"]:
+                call["args"] = d["args"]
+                return
+
+
+@_on("run.rolled_back")
+def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
+    # The event carries the state at the checkpoint, so replaying the log needs no lookup.
+    # Spent usage, recoveries and received signals are facts of the world: they stay. The
+    # turn counter stays too, so calls made after the rollback get new ids and keys.
+    kept = {k: state[k] for k in ("run", "usage", "recoveries", "signals", "status", "turn")}
+    rollbacks = state.get("rollbacks", 0) + 1
+    restored = copy.deepcopy(d["state"])
+    state.clear()
+    state.update(restored)
+    state.update(kept)
+    state["rollbacks"] = rollbacks
+    state["resumed"] = True
+    state["wait"] = None
+    state["notes"] = (restored.get("notes", []) + [f"rolled back to event #{d['to_seq']}"])[-10:]

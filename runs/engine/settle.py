@@ -11,8 +11,7 @@ from ledger.models import ToolAttempt, ToolCall
 from ledger.services.execute import Outcome
 from ledger.services.probe import probe_call
 from ledger.statuses import ToolCallStatus as S
-from runs.engine.calls import result_event
-from runs.engine.events import NewEvent
+from runs.engine.events import NewEvent, result_event
 from runs.engine.outcomes import retry_delay
 
 

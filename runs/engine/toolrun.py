@@ -24,9 +24,12 @@ from ledger.services.record import (
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent
+from runs.engine.leases import heartbeat_for, lease_kept
 from runs.engine.outcomes import block, go_unknown, wait
+from runs.engine.parking import late_results_record, limits_gate, park_commit, parkable, parked_settlement
 from runs.engine.session import RunSession
 from runs.engine.settle import Settlement, settle
+from runs.errors import LeaseLost
 
 _RUNNABLE = {S.PENDING, S.CONFIRMED_NOT_EXECUTED, S.TIMED_OUT, S.FAILED}
 
@@ -77,16 +80,25 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
             block(session, "circuit_open", f"the circuit breaker of {c.tool} is open",
                   tool=c.tool, tool_call_id=c.tool_call_id)
             return
+    if not new_rows and not limits_gate(session, step, calls):
+        return
     unsafe = [c for c in calls if c.effect == "write" and not c.idempotent]
     if unsafe:
         _mark_running(session, calls, unsafe, events, new_rows)
         events, new_rows = [], False
     jobs = [_job(session, step, c) for c in calls]
     started = clock.now()
-    outcomes = run_calls([(session.agent.tool(c.tool), ctx, args) for c, ctx, args in jobs])
-    settled = [settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
+    with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs]):
+        outcomes = run_calls([(parkable(session.agent.tool(c.tool)), ctx, args)
+                              for c, ctx, args in jobs])
+    settled = [parked_settlement(session, c, ctx)
+               or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
-    _record(session, step, settled, events, new_rows)
+    try:
+        _record(session, step, settled, events, new_rows)
+    except LeaseLost:
+        late_results_record(session, settled, new_rows)
+        raise
 
 
 def _job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, ToolContext, dict]:
@@ -94,6 +106,7 @@ def _job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, Tool
     args.update(unseal(call.sealed_args))
     ctx = ToolContext(run_id=str(session.run.pk), step=step, tool_call_id=call.tool_call_id,
                       attempt=call.attempts + 1, idempotency_key=call.idempotency_key)
+    ctx.heartbeat = heartbeat_for(session.run, session.worker, [ctx.cancel])
     return call, ctx, args
 
 
@@ -137,6 +150,7 @@ def _record(session: RunSession, step: str, settled: list[Settlement], events: l
     if new_rows:
         also.insert(0, toolcalls_insert([st.call for st in settled]))
     also.append(attempts_insert(fresh_attempts))
+    also.extend(w for st in settled for w in getattr(st, "writes", ()))
     also.extend(breaker_writes(session.tool_limits, [(st.call.tool, st.status == S.SUCCEEDED, st.category) for st in settled]))
     _finish(session, step, settled, evs, also)
 
@@ -146,6 +160,7 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
     unknown = [s for s in settled if s.next == "unknown"]
     blocked = [s for s in settled if s.next == "block"]
     retry = [s for s in settled if s.next == "retry"]
+    parked = [s for s in settled if s.next == "park"]
     if unknown:
         s = unknown[0]
         go_unknown(session, tool=s.call.tool, tool_call_id=s.call.tool_call_id, detail=s.detail,
@@ -154,6 +169,8 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
         s = blocked[0]
         block(session, s.category, s.detail, events=evs, also=also, tool=s.call.tool,
               tool_call_id=s.call.tool_call_id)
+    elif parked and not retry:
+        park_commit(session, parked[0], evs, also)
     elif retry and min(s.retry_at for s in retry) > clock.now() + dt.timedelta(seconds=0.05):
         until = min(s.retry_at for s in retry)
         wait(session, kind="timer", until=until, events=evs, also=also,

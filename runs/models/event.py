@@ -10,11 +10,14 @@ CURRENT_EVENT_SCHEMA = 1
 class Event(models.Model):
     """One fact about a run, at a dense per-run sequence number."""
 
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="events")
+    # (run, seq) is unique, which indexes run already: no second index on the hot insert path.
+    run = models.ForeignKey(
+        "runs.Run", on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     seq = models.BigIntegerField()
     type = models.CharField(max_length=40)
     data = models.JSONField(default=dict, blank=True)
-    tool_call_id = models.CharField(max_length=40, blank=True, db_index=True)
+    tool_call_id = models.CharField(max_length=40, blank=True)
     attempt = models.PositiveIntegerField(null=True, blank=True)
     key = models.CharField(max_length=200, null=True, blank=True)
     schema_version = models.PositiveSmallIntegerField(default=CURRENT_EVENT_SCHEMA)
@@ -30,7 +33,12 @@ class Event(models.Model):
             ),
             models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_positive"),
         ]
-        indexes = [models.Index(fields=["run", "type", "seq"], name="event_run_type")]
+        indexes = [
+            models.Index(fields=["run", "type", "seq"], name="event_run_type"),
+            models.Index(
+                fields=["tool_call_id"], name="event_tool_call", condition=~Q(tool_call_id="")
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.type}"

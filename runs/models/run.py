@@ -90,6 +90,12 @@ class Run(models.Model):
                 name="run_lease_expiry",
                 condition=Q(status=RunStatus.RUNNING),
             ),
+            models.Index(
+                fields=["status", "wait_kind"],
+                include=["id"],
+                name="run_attention_counts",
+                condition=Q(status__in=[s.value for s in ATTENTION]),
+            ),
             models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
             models.Index(fields=["attention_signature"], name="run_signature"),
             models.Index(fields=["parent"], name="run_parent"),

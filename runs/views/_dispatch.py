@@ -63,6 +63,12 @@ def allowed(verb: str, **kwargs: Any) -> bool | None:
     return True
 
 
+def preview(verb: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """Return the tool calls ``verb`` would run again (or undo), with their effect class."""
+    action = _action(verb, **kwargs)
+    return list(action.preview()) if action is not None and hasattr(action, "preview") else []
+
+
 def perform(verb: str, **kwargs: Any) -> Outcome:
     """Run ``verb`` (check then execute) and translate refusals and conflicts for the page."""
     from django.core.exceptions import PermissionDenied
@@ -84,13 +90,22 @@ def perform(verb: str, **kwargs: Any) -> Outcome:
 def bulk(*, verb: str, run_ids: list[str] | None, queryset: Any, user: Any,
          reason: str) -> Outcome:
     """Apply ``verb`` to runs by id or to a whole filter, via the bulk service when it exists."""
+    from django.core.exceptions import PermissionDenied
+
+    from agentops.errors import AgentOpsError
+
     try:
-        service = importlib.import_module("approvals.services_bulk")
+        service = importlib.import_module("approvals.bulk")
     except ModuleNotFoundError as exc:
-        if exc.name != "approvals.services_bulk":
+        if exc.name != "approvals.bulk":
             raise
         return Outcome(unavailable=True, status=503,
                        error="Bulk actions are not available yet; nothing was changed.")
-    results = service.bulk_apply(verb=verb, run_ids=run_ids, queryset=queryset,
-                                 actor=user, reason=reason)
+    try:
+        results = service.bulk_apply(verb=verb, run_ids=run_ids, queryset=queryset,
+                                     actor=user, reason=reason)
+    except PermissionDenied as exc:
+        return Outcome(error=str(exc) or "Not allowed.", status=403)
+    except AgentOpsError as exc:
+        return Outcome(error=exc.message, status=exc.http_status)
     return Outcome(ok=True, results=list(results))

@@ -7,7 +7,7 @@ from typing import Any
 
 from agentops import clock
 
-WIDTH, ROW, LABEL = 760, 22, 170
+WIDTH, ROW, LABEL = 1200, 22, 170
 
 
 @dataclass

@@ -34,13 +34,16 @@ VERB_HELP = {
     "resume": "Continue the run (after its budget was raised).",
     "raise_budget": "Raise this run's limits, then resume it.",
 }
-_PARAMS = {"rollback": ("to_seq",), "skip": ("output",), "confirm_executed": ("evidence",),
+_PARAMS = {"rollback": ("to_seq", "ticked"), "skip": ("output",), "confirm_executed": ("evidence",),
            "raise_budget": ("tokens", "cost_micros", "model_calls", "tool_calls")}
 
 
 def _params(verb: str, data: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _PARAMS.get(verb, ()):
+        if name == "ticked":
+            out[name] = [t[:40] for t in data.getlist(name)]
+            continue
         raw = (data.get(name) or "").strip()
         if not raw:
             continue
@@ -53,13 +56,20 @@ def _params(verb: str, data: Any) -> dict[str, Any]:
     return out
 
 
+def _preview_params(verb: str, request: HttpRequest) -> dict[str, Any]:
+    seq = request.POST.get("to_seq") or request.GET.get("to_seq")
+    return {"to_seq": int(seq)} if verb == "rollback" and (seq or "").isdigit() else {}
+
+
 def _confirm_context(request: HttpRequest, detail: sel.RunDetail, verb: str) -> dict[str, Any]:
     run = detail.run
     return {"run": run, "d": detail, "verb": verb, "verb_label": VERB_LABELS[verb],
             "verb_help": VERB_HELP[verb], "recommended": run.recommended_action == verb,
-            "rerun": sel.toolcalls_to_rerun(run=run, verb=verb),
+            "rerun": _dispatch.preview(verb, run=run, user=request.user,
+                                       **_preview_params(verb, request)),
             "snapshots": sel.snapshots_for_run(run_id=run.pk) if verb == "rollback" else [],
-            "seen_seq": run.last_seq, "errors": [], "form_data": {}}
+            "seen_seq": run.last_seq, "errors": [], "form_data": {},
+            "to_seq": _preview_params(verb, request).get("to_seq")}
 
 
 @require_http_methods(["GET", "POST"])

@@ -65,24 +65,25 @@ def _usd(micros: int | None) -> str:
 def budget_meters(run: Run) -> list[dict[str, Any]]:
     """Return used-vs-limit meters for tokens, calls, cost and time."""
     def lim(v: Any) -> str:
-        return "∞" if v is None else f"{v:,}"
+        return "" if v is None else f" / {v:,}"
 
     meters = [
         _meter("Tokens", run.tokens_used, run.budget_tokens,
-               f"{run.tokens_used:,} / {lim(run.budget_tokens)}"),
+               f"{run.tokens_used:,}{lim(run.budget_tokens)}"),
         _meter("Model calls", run.model_calls, run.budget_model_calls,
-               f"{run.model_calls:,} / {lim(run.budget_model_calls)}"),
+               f"{run.model_calls:,}{lim(run.budget_model_calls)}"),
         _meter("Tool calls", run.tool_calls, run.budget_tool_calls,
-               f"{run.tool_calls:,} / {lim(run.budget_tool_calls)}"),
+               f"{run.tool_calls:,}{lim(run.budget_tool_calls)}"),
         _meter("Cost", run.cost_micros, run.budget_cost_micros,
-               f"{_usd(run.cost_micros)} / {_usd(run.budget_cost_micros)}"),
+               _usd(run.cost_micros) + (f" / {_usd(run.budget_cost_micros)}"
+                                         if run.budget_cost_micros else "")),
     ]
     start = run.started_at or run.created_at
     end = run.finished_at or clock.now()
     used = max((end - start).total_seconds(), 0)
     limit = (run.deadline - start).total_seconds() if run.deadline else None
-    meters.append(_meter("Time", used, limit, f"{used / 60:,.1f} min / "
-                         + ("∞" if limit is None else f"{limit / 60:,.1f} min")))
+    meters.append(_meter("Time", used, limit, f"{used / 60:,.1f} min"
+                         + ("" if limit is None else f" / {limit / 60:,.1f} min")))
     return meters
 
 

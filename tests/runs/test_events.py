@@ -129,3 +129,8 @@ def test_concurrent_duplicate_key_yields_one_row():
     assert Event.objects.filter(key="dup").count() == 1
     seqs = list(Event.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
     assert seqs == [1, 2]
+
+
+def test_nul_characters_are_refused_with_the_path(run):
+    with pytest.raises(NotJSONSerializable, match="data.text is a string with a NUL"):
+        NewEvent("run.note", {"text": "a\x00b"})

@@ -189,7 +189,7 @@ def test_action_confirm_step_lists_calls_that_run_again(users):
         reverse("console:run_action", args=[run.pk, "retry"]), HTTP_HX_REQUEST="true")
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
-    assert "charge_card" in html and "reversible write" in html
+    assert "charge_card" in html and "effect-reversible" in html
     assert f'name="seen_seq" value="{run.last_seq}"' in html
 
 

@@ -1,0 +1,65 @@
+"""Approve: let the tool call run with the arguments it proposed."""
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.actions.base import Action, bind, call_preview
+from approvals.errors import ActionNotApplicable, NotAllowed
+from approvals.models import Approval
+from approvals.roles import SUPPORT
+from approvals.services import approval_decide
+from approvals.statuses import ApprovalStatus
+from runs.models import Run
+
+
+class ApprovalAction(Action):
+    """A decision on one approval (support and admins decide)."""
+
+    roles = (SUPPORT,)
+    reason_required = False
+
+    def check(self, user: Any, target: Approval) -> None:
+        """Refuse other roles, self-approval, and approvals decided already."""
+        super().check(user, target)
+        if target.requested_by_id is not None and target.requested_by_id == getattr(user, "pk", None):
+            raise NotAllowed("you asked for this approval; someone else must decide it")
+
+    def applies(self, target: Approval) -> None:
+        """Refuse an approval that is no longer pending, saying who decided it."""
+        if target.status != ApprovalStatus.PENDING:
+            who = target.decided_by.get_username() if target.decided_by else "the system"
+            raise ActionNotApplicable(f"this approval was already {target.status} by {who}",
+                                      status=target.status, decided_by=who)
+
+    def run_of(self, target: Approval) -> Run:
+        """Return the approval's run."""
+        return target.run
+
+    def decided(self, approval: Approval) -> dict[str, Any]:
+        """Return the audit summary of a decision."""
+        return {"approval": approval.pk, "tool": approval.tool,
+                "tool_call_id": approval.tool_call.tool_call_id, "status": approval.status,
+                "proposed_args": approval.proposed_args, "approved_args": approval.approved_args}
+
+
+class Approve(ApprovalAction):
+    """Approve the call as proposed."""
+
+    name, verb = "approval.approve", "approve"
+
+    def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
+        """Call approval_decide(approve=True)."""
+        return self.decided(approval_decide(approval=target, user=user, approve=True,
+                                            reason=reason))
+
+    def preview(self, target: Approval, **params: Any) -> list[dict[str, Any]]:
+        """List the call that runs once approved."""
+        return [call_preview(target.tool_call, "runs with the approved arguments")]
+
+
+ACTION = Approve()
+
+
+def action_for(**kwargs: Any) -> Any:
+    """Return the action bound for the console."""
+    return bind(ACTION, **kwargs)

@@ -1,0 +1,142 @@
+"""The operator action: check() who may do it to what, execute() it, write the audit row.
+
+An action is one verb (retry, approve, ...) with the roles allowed to use it and the states it
+applies to. ``check`` raises NotAllowed (wrong role) or ActionNotApplicable (wrong state) and
+changes nothing; ``execute`` checks first, calls one service, and writes an Intervention with
+the actor, the dotted action name and what the service changed. ``preview`` says, before it
+runs, which tool calls the action will cause to run again and their effect class.
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from agentops.errors import InvalidInput
+from approvals.errors import ActionNotApplicable, NotAllowed
+from approvals.models import Intervention
+from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
+from ledger.models import ToolCall
+from ledger.statuses import ToolCallStatus as TC
+from runs.models import Run
+
+_ROLE_WORDS = {OPERATOR: "operator", SUPPORT: "support", ADMIN: "admin"}
+RUNNABLE_AGAIN = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.CONFIRMED_NOT_EXECUTED)
+
+
+class Action:
+    """One verb a person can apply; subclasses set the class attributes and ``perform``."""
+
+    name = ""  # dotted audit name, e.g. "run.retry"
+    verb = ""  # what the console and bulk call it, e.g. "retry"
+    roles: tuple[str, ...] = (OPERATOR,)
+    statuses: tuple[str, ...] = ()  # run statuses it applies to (empty: any live status)
+    reason_required = True
+    atomic = True  # False when the service commits in steps (it calls the outside world)
+
+    def check(self, user: Any, target: Any) -> None:
+        """Raise NotAllowed or ActionNotApplicable unless ``user`` may do this to ``target``."""
+        if not has_role(user, *self.roles):
+            needed = " or ".join(_ROLE_WORDS.get(r, r) for r in self.roles)
+            raise NotAllowed(f"{self.verb.replace('_', ' ')} needs the {needed} role; "
+                             "nothing was changed")
+        self.applies(target)
+
+    def applies(self, target: Any) -> None:
+        """Raise ActionNotApplicable unless the action fits the target's current state."""
+        run = self.run_of(target)
+        if self.statuses and run.status not in self.statuses:
+            raise ActionNotApplicable(f"{self.verb.replace('_', ' ')} applies to runs that are "
+                                      f"{' or '.join(self.statuses)}; this one is {run.status}",
+                                      status=run.status)
+
+    def execute(self, user: Any, target: Any, reason: str = "", **params: Any) -> dict[str, Any]:
+        """Check, perform, and record who did what and why; return what changed."""
+        self.check(user, target)
+        reason = (reason or "").strip()
+        if self.reason_required and not reason:
+            raise InvalidInput(f"a reason is required to {self.verb.replace('_', ' ')}")
+        bulk = params.pop("bulk", None)
+        with transaction.atomic() if self.atomic else nullcontext():
+            changes = self.perform(user, target, reason, **params)
+            self.audit(user, target, reason, changes, bulk)
+        return changes
+
+    def perform(self, user: Any, target: Any, reason: str, **params: Any) -> dict[str, Any]:
+        """Call the one service this action stands for; return a JSON summary of changes."""
+        raise NotImplementedError
+
+    def preview(self, target: Any, **params: Any) -> list[dict[str, Any]]:
+        """Return the tool calls this action will cause to run (or undo), with effect class."""
+        return []
+
+    def run_of(self, target: Any) -> Run:
+        """Return the run the action touches."""
+        return target
+
+    def audit(self, user: Any, target: Any, reason: str, changes: dict[str, Any],
+              bulk: str | None) -> Intervention:
+        """Write the Intervention row of this action."""
+        data = dict(changes)
+        if bulk:
+            data["bulk"] = bulk
+        return Intervention.objects.create(
+            run=self.run_of(target), actor=user if getattr(user, "pk", None) else None,
+            actor_name=user.get_username() if user is not None else "system",
+            action=self.name, reason=reason, data=data)
+
+
+def effect_class(call: ToolCall) -> str:
+    """Return read / idempotent / reversible / irreversible / manual for a ledger row."""
+    if call.effect != "write":
+        return "read"
+    if call.idempotent and call.reversibility == "reversible":
+        return "idempotent"
+    return call.reversibility
+
+
+def call_preview(call: ToolCall, will: str) -> dict[str, Any]:
+    """Return one line of a preview: the call, its effect class and what will happen to it."""
+    return {"tool_call_id": call.tool_call_id, "tool": call.tool, "step": call.step_key,
+            "status": call.status, "effect_class": effect_class(call), "will": will}
+
+
+def step_calls(run: Run, statuses: tuple[str, ...] = RUNNABLE_AGAIN) -> list[ToolCall]:
+    """Return the current step's calls in ``statuses`` (what a requeue will run)."""
+    return list(ToolCall.objects.filter(run=run, step_key=run.current_step, status__in=statuses)
+                .order_by("id"))
+
+
+@dataclass
+class Bound:
+    """An action bound to a user, a target and parameters (what the console holds)."""
+
+    action: Action
+    user: Any
+    target: Any
+    reason: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        """Raise a PermissionDenied (NotAllowed) when the button must not be offered."""
+        try:
+            self.action.check(self.user, self.target)
+        except ActionNotApplicable as exc:
+            raise NotAllowed(exc.message) from exc
+
+    def execute(self) -> dict[str, Any]:
+        """Run the action (check, service, audit)."""
+        return self.action.execute(self.user, self.target, self.reason, **self.params)
+
+    def preview(self) -> list[dict[str, Any]]:
+        """Return what the action will cause to run again."""
+        return self.action.preview(self.target, **self.params)
+
+
+def bind(action: Action, *, user: Any, run: Any = None, approval: Any = None,
+         reason: str = "", **params: Any) -> Bound:
+    """Return ``action`` bound for the console (``run`` or ``approval`` is the target)."""
+    params.pop("verb", None)
+    return Bound(action, user, approval if approval is not None else run, reason or "", params)

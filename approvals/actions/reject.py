@@ -1,0 +1,29 @@
+"""Reject: refuse the tool call; the agent sees the reason and finds another way."""
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.actions.approve import ApprovalAction
+from approvals.actions.base import bind
+from approvals.models import Approval
+from approvals.services import approval_decide
+
+
+class Reject(ApprovalAction):
+    """Reject with a reason (required: the model sees it)."""
+
+    name, verb = "approval.reject", "reject"
+    reason_required = True
+
+    def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
+        """Call approval_decide(approve=False)."""
+        return self.decided(approval_decide(approval=target, user=user, approve=False,
+                                            reason=reason))
+
+
+ACTION = Reject()
+
+
+def action_for(**kwargs: Any) -> Any:
+    """Return the action bound for the console."""
+    return bind(ACTION, **kwargs)

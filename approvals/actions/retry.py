@@ -1,0 +1,42 @@
+"""Retry: restart the blocked step from its last clean checkpoint with a fresh retry budget."""
+from __future__ import annotations
+
+from typing import Any
+
+from approvals.actions.base import Action, bind, call_preview, step_calls
+from ledger.models import ToolCall
+from ledger.statuses import ToolCallStatus as TC
+from runs.models import Run
+from runs.services_operator import run_retry
+from runs.statuses import RunStatus
+
+
+class Retry(Action):
+    """Reset the step (fresh retries, guards) and run the call that failed again."""
+
+    name, verb = "run.retry", "retry"
+    statuses = (RunStatus.BLOCKED,)
+
+    def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
+        """Call run_retry."""
+        return run_retry(run=target, actor=user, reason=reason)
+
+    def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
+        """List the failed call that runs again and the step's pending calls."""
+        calls = step_calls(target)
+        failed = ToolCall.objects.filter(run=target, tool_call_id=target.current_tool_call,
+                                         status__in=(TC.FAILED, TC.TIMED_OUT)).first()
+        if failed is not None and failed not in calls:
+            calls.insert(0, failed)
+        rows = [call_preview(c, "runs again") for c in calls]
+        rows += [call_preview(c, "asks for approval again")
+                 for c in step_calls(target, (TC.AWAITING_APPROVAL,))]
+        return rows
+
+
+ACTION = Retry()
+
+
+def action_for(**kwargs: Any) -> Any:
+    """Return the action bound for the console."""
+    return bind(ACTION, **kwargs)

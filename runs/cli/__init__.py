@@ -1,0 +1,1 @@
+"""Helpers of ``manage.py agentops``: one module per subcommand."""

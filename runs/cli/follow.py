@@ -1,0 +1,78 @@
+"""``agentops run``: start a run and follow it with a progress bar until it ends or needs a person."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runs.models import Run
+from runs.statuses import ATTENTION, TERMINAL, RunStatus
+
+BAR = 24
+
+
+def progress_line(run: Run) -> str:
+    """Return one line: a bar of steps done, the status and the current step."""
+    total = max(run.steps_total, 1)
+    filled = int(BAR * min(run.steps_done, total) / total)
+    bar = "#" * filled + "-" * (BAR - filled)
+    step = f" · {run.current_step}" if run.current_step else ""
+    return (f"[{bar}] {run.steps_done}/{run.steps_total} steps · {run.status}{step} · "
+            f"{run.model_calls} model / {run.tool_calls} tool calls")
+
+
+def panel_text(run: Run) -> str:
+    """Return what a person needs to know when the run waits, is blocked or unknown."""
+    lines = [f"Run {run.pk} needs a person: {run.status}"]
+    if run.status == RunStatus.WAITING:
+        until = f" until {run.wait_until:%Y-%m-%d %H:%M:%S}" if run.wait_until else ""
+        lines.append(f"  waiting for: {run.wait_kind}{until}")
+        for key in ("reason", "name", "tools"):
+            if run.wait_data.get(key):
+                lines.append(f"  {key}: {run.wait_data[key]}")
+    if run.attention_reason:
+        lines.append(f"  reason: {run.attention_reason}")
+    if run.attention_detail:
+        lines.append(f"  detail: {run.attention_detail}")
+    if run.recommended_action:
+        lines.append(f"  recommended: {run.recommended_action} — {run.recommendation_why}")
+    if run.current_tool_call:
+        lines.append(f"  tool call: {run.current_tool_call}")
+    return "\n".join(lines)
+
+
+def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 600,
+               poll_s: float = 0.5, stop_on_wait: bool = False) -> Run:
+    """Print progress until ``run`` ends or needs a person; tick it here when ``inline``."""
+    from runs.tasks import worker_name
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        line = progress_line(run)
+        if line != last:
+            out.write(line + "\n")
+            last = line
+        if run.status in TERMINAL:
+            return run
+        if run.status in ATTENTION and (run.status != RunStatus.WAITING or stop_on_wait
+                                        or run.wait_kind in ("approval", "input")):
+            out.write(panel_text(run) + "\n")
+            return run
+        if inline:
+            _tick_inline(run, worker_name())
+        else:
+            time.sleep(poll_s)
+    out.write(f"still {run.status} after {timeout_s:.0f}s; follow it in the console\n")
+    return run
+
+
+def _tick_inline(run: Run, worker: str) -> None:
+    from runs.engine.loop import run_tick
+    from runs.sweeper import sweep_once
+
+    if run.status == RunStatus.QUEUED:
+        run_tick(run.pk, worker=worker)
+    else:
+        time.sleep(0.2)
+        sweep_once()

@@ -1,0 +1,90 @@
+"""Leases: renew a worker's hold on a run while a long tool call runs, and notice losing it.
+
+The claim itself is runs.engine.transition.run_claim; every engine write carries the version
+it last saw. Renewal only pushes ``lease_expires_at`` forward and does not bump the version,
+so the worker's next commit still matches. A lost lease (the run was cancelled, or a sweeper
+re-queued it and another worker took it) makes renewal return False and sets the tools'
+cancellation tokens, so a long tool can stop early; its result is recorded as late.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from agentops import clock
+from agentops.tools import CancelToken
+from runs.models import Run
+from runs.statuses import RunStatus
+
+
+def lease_renew(run: Run, owner: str, *, ttl_s: float | None = None) -> bool:
+    """Push the lease of ``run`` forward; return False when ``owner`` no longer holds it."""
+    ttl = settings.AGENTOPS_LEASE_TTL_S if ttl_s is None else ttl_s
+    renewed = Run.objects.filter(
+        pk=run.pk, version=run.version, lease_owner=owner, status=RunStatus.RUNNING
+    ).update(lease_expires_at=clock.now() + dt.timedelta(seconds=ttl))
+    if renewed:
+        run.lease_expires_at = clock.now() + dt.timedelta(seconds=ttl)
+    return bool(renewed)
+
+
+def heartbeat_for(run: Run, owner: str, tokens: Sequence[CancelToken]) -> Callable[[], bool]:
+    """Return a heartbeat a tool may call: renews the lease, cancels ``tokens`` once it is lost."""
+    lock = threading.Lock()
+
+    def beat() -> bool:
+        with lock:
+            try:
+                ok = lease_renew(run, owner)
+            finally:
+                # A tool thread has its own connection; do not leave it open behind the tool.
+                if threading.current_thread() is not threading.main_thread():
+                    connection.close()
+        if not ok:
+            for token in tokens:
+                token.cancel()
+        return ok
+
+    return beat
+
+
+@contextmanager
+def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
+               *, every_s: float | None = None) -> Iterator[Callable[[], bool]]:
+    """Renew the lease in the background while the block runs (long tool calls).
+
+    The first renewal happens after ``every_s`` (a third of the TTL), so short tool calls
+    never touch the database from a second thread.
+    """
+    beat = heartbeat_for(run, owner, tokens)
+    interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
+    stop = threading.Event()
+
+    def keep() -> None:
+        close_old_connections()
+        try:
+            while not stop.wait(interval):
+                if not beat():
+                    return
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=keep, name=f"lease-{str(run.pk)[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield beat
+    finally:
+        stop.set()
+        thread.join(timeout=interval + 5)
+
+
+def lease_state(run_id: Any) -> dict[str, Any] | None:
+    """Return the run's status, owner, expiry and version (for diagnostics and tests)."""
+    return (Run.objects.filter(pk=run_id)
+            .values("status", "lease_owner", "lease_expires_at", "version").first())

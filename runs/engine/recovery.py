@@ -1,0 +1,92 @@
+"""Recovery: runs whose worker died (lease expired) go back to the queue, up to a limit."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agentops import clock
+from runs.engine import reducer
+from runs.engine.attention import attention_fields, block_reason
+from runs.engine.events import NewEvent
+from runs.engine.transition import run_transition
+from runs.errors import IllegalTransition
+from runs.models import Run
+from runs.statuses import RunStatus
+
+
+def runs_recover_expired(*, limit: int = 100) -> list[Any]:
+    """Re-queue runs whose lease expired (counting a recovery); return their ids.
+
+    Safe on every worker at once: each run is locked and re-checked, and only one sweeper
+    moves it. Past its recovery limit a run is blocked instead.
+    """
+    ids = list(
+        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=clock.now())
+        .values_list("pk", flat=True)[:limit]
+    )
+    recovered = []
+    for run_id in ids:
+        if _recover_one(run_id):
+            recovered.append(run_id)
+    return recovered
+
+
+def _recover_one(run_id: Any) -> bool:
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        # skip_locked: another sweeper holds this run right now and will handle it.
+        if run is None or run.status != RunStatus.RUNNING:
+            return False
+        if run.lease_expires_at is None or run.lease_expires_at >= clock.now():
+            return False
+        count = run.recoveries + 1
+        event = NewEvent("run.recovered", {"recoveries": count, "lost_owner": run.lease_owner})
+        try:
+            if count > run.recovery_limit:
+                detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "
+                          f"last owner {run.lease_owner}")
+                fields = attention_fields(category="recovery_limit", detail=detail,
+                                          state=reducer.empty_state(), agent=run.agent_name)
+                run_transition(run, RunStatus.BLOCKED, reason=block_reason("recovery_limit"),
+                               detail=detail, events=[event],
+                               fields={**fields, "recoveries": count},
+                               expected_version=run.version)
+                return False
+            run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
+                           fields={"recoveries": count}, expected_version=run.version)
+        except IllegalTransition:
+            return False
+    from runs.services import run_enqueue
+
+    run_enqueue(run_id)
+    return True
+
+
+STALE_QUEUED_S = 10.0
+
+
+def runs_requeue_stale(*, older_than_s: float = STALE_QUEUED_S, limit: int = 100) -> list[Any]:
+    """Enqueue again runs left ``queued`` longer than ``older_than_s``; return their ids.
+
+    A worker killed after its queue took a tick (but before the tick claimed the run) loses
+    that tick; the run itself is still queued and holds no lease. A second tick is harmless
+    (the claim is a conditional UPDATE), so re-enqueueing is safe. Touching ``updated_at``
+    with a conditional UPDATE makes one sweeper do it, and at most once per period.
+    """
+    import datetime as dt
+
+    now = clock.now()
+    cutoff = now - dt.timedelta(seconds=older_than_s)
+    ids = list(Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=cutoff)
+               .values_list("pk", flat=True)[:limit])
+    from runs.services import run_enqueue
+
+    requeued = []
+    for run_id in ids:
+        touched = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED,
+                                     updated_at__lt=cutoff).update(updated_at=now)
+        if touched:
+            run_enqueue(run_id)
+            requeued.append(run_id)
+    return requeued

@@ -1,0 +1,237 @@
+"""Durable waits: timers, external signals and child runs, parked and woken without a worker.
+
+A tool parks its call by raising ``WaitForSignal`` or ``WaitForChildren`` (agentops.tools):
+the call stays ``pending`` in the ledger and the run goes ``waiting``. Whoever ends the wait
+(a signal delivery, the sweeper on a due timer or finished children) resolves the call with a
+``tool.result`` and moves the run to ``queued`` in one transaction, so the woken tick reloads
+the latest state and never re-runs the parking tool. Every waker locks the run row and
+re-checks it is still waiting for the same thing, so several sweepers at once are harmless.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agentops import clock
+from agentops.tools import WaitForChildren, WaitForSignal, WaitRequest
+from ledger.models import ToolCall
+from ledger.statuses import ToolCallStatus as S
+from runs.engine.calls import result_event
+from runs.engine.events import NewEvent
+from runs.engine.transition import run_transition
+from runs.models import Run, Signal
+from runs.statuses import ATTENTION, TERMINAL, RunStatus, WaitKind
+
+Writer = Callable[[], Any]
+
+
+@dataclass
+class Parked:
+    """A tool call that asked to wait: what for, until when, and what to write with the wait."""
+
+    call: ToolCall
+    kind: str
+    until: dt.datetime | None
+    data: dict[str, Any]
+    writes: list[Writer]
+
+
+def park_request(run: Run, call: ToolCall, req: WaitRequest) -> Parked:
+    """Return how ``call`` waits for ``req`` (children are created with the wait, atomically)."""
+    until = clock.now() + dt.timedelta(seconds=req.timeout_s) if req.timeout_s else None
+    base = {"tool_call_id": call.tool_call_id, "step": call.step_key, "tool": call.tool}
+    if isinstance(req, WaitForSignal):
+        return Parked(call, WaitKind.SIGNAL, until, {**base, "name": req.name}, [])
+    if isinstance(req, WaitForChildren):
+        return Parked(call, WaitKind.CHILDREN, until, {**base, "count": len(req.children)},
+                      [lambda: _spawn(run, call, req.children)])
+    raise TypeError(f"unknown wait request {type(req).__name__}")
+
+
+def signal_available(run_id: Any, name: str) -> Signal | None:
+    """Return the oldest signal ``name`` sent to the run and not consumed yet."""
+    return (Signal.objects.filter(run_id=run_id, name=name, consumed_seq__isnull=True)
+            .order_by("received_at", "id").first())
+
+
+def signal_events(call_id: str, sig: Signal) -> list[NewEvent]:
+    """Return the events that consume ``sig`` as the result of call ``call_id``."""
+    return [
+        NewEvent("signal.received", {"name": sig.name, "payload": sig.payload},
+                 key=f"signal:{sig.key}"),
+        result_event(call_id, status="succeeded",
+                     facts={"signal": sig.name, "payload": sig.payload},
+                     summary=f"signal {sig.name} received"),
+    ]
+
+
+def signal_consume(sig: Signal) -> Writer:
+    """Return the writer marking ``sig`` consumed at the seq of the commit that consumes it."""
+
+    def write() -> None:
+        seq = Run.objects.filter(pk=sig.run_id).values_list("last_seq", flat=True).first()
+        Signal.objects.filter(pk=sig.pk, consumed_seq__isnull=True).update(consumed_seq=seq)
+
+    return write
+
+
+def signal_deliver(run_id: Any) -> bool:
+    """Wake the run if it waits for a signal that has arrived; return True when woken."""
+    with transaction.atomic():
+        run = _lock_waiting(run_id, WaitKind.SIGNAL)
+        if run is None:
+            return False
+        sig = signal_available(run.pk, run.wait_data.get("name", ""))
+        if sig is None:
+            return False
+        call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
+        facts = {"signal": sig.name, "payload": sig.payload}
+        _wake(run, signal_events(call.tool_call_id, sig),
+              [signal_consume(sig), _call_succeeded(call, facts, f"signal {sig.name} received")],
+              why="signal")
+    _enqueue(run_id)
+    return True
+
+
+def signals_wake(*, limit: int = 100) -> list[Any]:
+    """Wake every run waiting for a signal that is already there (a delivery raced the wait)."""
+    pending = set(Signal.objects.filter(consumed_seq__isnull=True,
+                                        run__status=RunStatus.WAITING,
+                                        run__wait_kind=WaitKind.SIGNAL)
+                  .values_list("run_id", flat=True)[:limit])
+    return [run_id for run_id in pending if signal_deliver(run_id)]
+
+
+def timers_wake(*, limit: int = 100) -> list[Any]:
+    """Queue runs whose timer (backoff, limit wait) is due; return their ids."""
+    due = list(Run.objects.filter(status=RunStatus.WAITING, wait_kind=WaitKind.TIMER,
+                                  wait_until__lte=clock.now())
+               .values_list("pk", flat=True)[:limit])
+    woken = []
+    for run_id in due:
+        with transaction.atomic():
+            run = _lock_waiting(run_id, WaitKind.TIMER)
+            if run is None or run.wait_until is None or run.wait_until > clock.now():
+                continue
+            _wake(run, [], [], why="timer")
+        _enqueue(run_id)
+        woken.append(run_id)
+    return woken
+
+
+def waits_time_out(*, limit: int = 100) -> list[Any]:
+    """Fail the parked call of signal/children waits past their deadline; queue the runs."""
+    due = list(Run.objects.filter(status=RunStatus.WAITING,
+                                  wait_kind__in=[WaitKind.SIGNAL, WaitKind.CHILDREN],
+                                  wait_until__lte=clock.now())
+               .values_list("pk", flat=True)[:limit])
+    woken = []
+    for run_id in due:
+        with transaction.atomic():
+            run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+            if (run is None or run.status != RunStatus.WAITING or run.wait_until is None
+                    or run.wait_until > clock.now()):
+                continue
+            call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
+            what = run.wait_data.get("name") or "child runs"
+            error = {"category": "wait_timeout", "retryable": True,
+                     "message": f"waited for {what} until {run.wait_until.isoformat()}; "
+                                "it did not arrive", "next": "wait again or go on without it"}
+            _wake(run, [result_event(call.tool_call_id, status="failed", error=error)],
+                  [_call_failed(call, "wait_timeout")], why="timeout")
+        _enqueue(run_id)
+        woken.append(run_id)
+    return woken
+
+
+def children_wake(*, limit: int = 100) -> list[Any]:
+    """Resolve fan-out waits whose child runs have all ended; queue the parents."""
+    waiting = list(Run.objects.filter(status=RunStatus.WAITING, wait_kind=WaitKind.CHILDREN)
+                   .values_list("pk", "wait_data")[:limit])
+    woken = []
+    for run_id, data in waiting:
+        kids = _children(data.get("tool_call_id", ""))
+        if len(kids) < data.get("count", 0) or any(k["status"] not in TERMINAL for k in kids):
+            continue
+        with transaction.atomic():
+            run = _lock_waiting(run_id, WaitKind.CHILDREN)
+            if run is None:
+                continue
+            call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
+            facts = {"children": kids, "succeeded": sum(k["status"] == "succeeded" for k in kids),
+                     "failed": sum(k["status"] != "succeeded" for k in kids)}
+            summary = f"{facts['succeeded']} of {len(kids)} child runs succeeded"
+            _wake(run, [result_event(call.tool_call_id, status="succeeded", facts=facts,
+                                     summary=summary)],
+                  [_call_succeeded(call, facts, summary)], why="children")
+        _enqueue(run_id)
+        woken.append(run_id)
+    return woken
+
+
+def children_status(run_id: Any) -> dict[str, int]:
+    """Return how many child runs of ``run_id`` are in each status."""
+    out: dict[str, int] = {}
+    for status in Run.objects.filter(parent_id=run_id).values_list("status", flat=True):
+        out[status] = out.get(status, 0) + 1
+    return out
+
+
+def _children(call_id: str) -> list[dict[str, Any]]:
+    rows = Run.objects.filter(idempotency_key__startswith=f"{call_id}:child:").values(
+        "id", "status", "agent_name", "attention_reason", "idempotency_key")
+    out = []
+    for r in sorted(rows, key=lambda r: int(r["idempotency_key"].rsplit(":", 1)[1])):
+        item = {"id": str(r["id"]), "agent": r["agent_name"], "status": r["status"]}
+        if r["status"] in ATTENTION:
+            item["attention_reason"] = r["attention_reason"]
+        out.append(item)
+    return out
+
+
+def _spawn(run: Run, call: ToolCall, children: list[dict[str, Any]]) -> list[str]:
+    from runs.services import run_start
+
+    ids = []
+    for i, child in enumerate(children):
+        # Keyed by the parking call and position: a re-run of the tool finds the same
+        # children, so a finished sibling is never started again.
+        kid = run_start(agent=child["agent"], goal=child["goal"], input=child.get("input"),
+                        parent=run, idempotency_key=f"{call.tool_call_id}:child:{i}")
+        ids.append(str(kid.pk))
+    return ids
+
+
+def _call_failed(call: ToolCall, category: str) -> Writer:
+    return lambda: ToolCall.objects.filter(pk=call.pk).update(
+        status=S.FAILED, error_class=category, finished_at=clock.now(), not_before=None)
+
+
+def _call_succeeded(call: ToolCall, facts: dict[str, Any], summary: str) -> Writer:
+    return lambda: ToolCall.objects.filter(pk=call.pk).update(
+        status=S.SUCCEEDED, facts=facts, summary=summary, finished_at=clock.now(),
+        not_before=None)
+
+
+def _lock_waiting(run_id: Any, kind: str) -> Run | None:
+    # skip_locked: another sweeper (or a delivery) is waking this run right now.
+    run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+    if run is None or run.status != RunStatus.WAITING or run.wait_kind != kind:
+        return None
+    return run
+
+
+def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str) -> None:
+    ended = NewEvent("wait.ended", {"kind": run.wait_kind, "why": why})
+    run_transition(run, RunStatus.QUEUED, reason=f"wait_{why}", events=[*events, ended],
+                   expected_version=run.version, also=writes)
+
+
+def _enqueue(run_id: Any) -> None:
+    from runs.services import run_enqueue
+
+    run_enqueue(run_id)

@@ -1,0 +1,76 @@
+"""manage.py agentops: worker, sweep, run, doctor — what an operator types on a worker host."""
+from __future__ import annotations
+
+import importlib
+import json
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+class Command(BaseCommand):
+    """Start a worker host, sweep once, start and follow a run, or check the configuration."""
+
+    help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | doctor")
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="sub", required=True)
+        w = sub.add_parser("worker", help="q2 cluster + sweeper in one process")
+        w.add_argument("--workers", type=int, default=None, help="q2 worker processes")
+        w.add_argument("--no-sweeper", action="store_true", help="run the q2 cluster only")
+        sub.add_parser("sweep", help="one sweep (for cron)")
+        r = sub.add_parser("run", help="start a run (and follow it)")
+        r.add_argument("agent")
+        r.add_argument("--goal", required=True)
+        r.add_argument("--input", default="{}", help="JSON object")
+        r.add_argument("--follow", action="store_true", help="show progress until it stops")
+        r.add_argument("--inline", action="store_true",
+                       help="tick the run in this process (no worker needed); implies --follow")
+        r.add_argument("--timeout", type=float, default=600.0, help="seconds to follow")
+        sub.add_parser("doctor", help="check the configuration")
+
+    def handle(self, *args, sub: str, **opts) -> None:
+        getattr(self, f"_{sub}")(**opts)
+
+    def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
+        from runs.cli.worker import worker_serve
+
+        worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+
+    def _sweep(self, **_) -> None:
+        from runs.sweeper import sweep_once
+
+        self.stdout.write(f"swept: {sweep_once().line()}")
+
+    def _run(self, *, agent: str, goal: str, input: str, follow: bool, inline: bool,
+             timeout: float, **_) -> None:
+        from agentops.errors import AgentOpsError
+        from runs.cli.follow import run_follow
+        from runs.services import run_start
+
+        try:
+            data = json.loads(input)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--input is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise CommandError("--input must be a JSON object")
+        try:
+            run = run_start(agent=agent, goal=goal, input=data, actor="cli")
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"run {run.pk} queued ({run.agent_name}@{run.agent_version})")
+        if follow or inline:
+            run = run_follow(run, out=self.stdout, inline=inline, timeout_s=timeout)
+            if run.status in ("failed", "cancelled"):
+                raise CommandError(f"run {run.pk} {run.status}")
+
+    def _doctor(self, **_) -> None:
+        try:
+            doctor = importlib.import_module("agentops.doctor")
+        except ImportError:
+            raise CommandError("agentops.doctor is not installed in this build") from None
+        checks = doctor.doctor_checks()
+        for c in checks:
+            self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}")
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            raise CommandError(f"{len(failed)} of {len(checks)} checks failed")

@@ -1,0 +1,91 @@
+"""The sweeper: what wakes runs when no worker holds them. Safe on every worker host at once.
+
+One sweep re-queues runs whose lease expired (a dead worker), wakes due timers, applies
+approval expiry policies, wakes runs whose signal or children arrived, times out waits past
+their deadline, and stamps this process's heartbeat row. Every piece locks the run row it
+changes (``skip_locked``) and re-checks it, so two sweepers never move a run twice.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections
+
+from agentops import clock
+from runs.engine.approval_waits import approvals_expire
+from runs.engine.recovery import runs_recover_expired, runs_requeue_stale
+from runs.engine.waits import children_wake, signals_wake, timers_wake, waits_time_out
+from runs.models import WorkerHeartbeat
+
+log = logging.getLogger("agentops.sweeper")
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did, by kind (run or approval ids)."""
+
+    recovered: list[Any] = field(default_factory=list)
+    requeued: list[Any] = field(default_factory=list)
+    timers: list[Any] = field(default_factory=list)
+    approvals: list[Any] = field(default_factory=list)
+    signals: list[Any] = field(default_factory=list)
+    children: list[Any] = field(default_factory=list)
+    timeouts: list[Any] = field(default_factory=list)
+
+    def total(self) -> int:
+        """Return how many things the sweep moved."""
+        return sum(len(v) for v in self.__dict__.values())
+
+    def line(self) -> str:
+        """Return a one-line summary for logs and the CLI."""
+        return " ".join(f"{k}={len(v)}" for k, v in self.__dict__.items())
+
+
+def sweep_once(*, name: str | None = None) -> SweepReport:
+    """Run one sweep and return what it did."""
+    report = SweepReport(
+        recovered=runs_recover_expired(),
+        requeued=runs_requeue_stale(),
+        timers=timers_wake(),
+        approvals=approvals_expire(),
+        signals=signals_wake(),
+        children=children_wake(),
+        timeouts=waits_time_out(),
+    )
+    heartbeat_stamp(name=name or sweeper_name())
+    return report
+
+
+def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
+               name: str | None = None) -> None:
+    """Sweep every ``interval_s`` until ``stop`` is set; a database hiccup waits a round."""
+    interval = interval_s if interval_s is not None else settings.AGENTOPS_SWEEP_INTERVAL_S
+    name = name or sweeper_name()
+    while not stop.is_set():
+        close_old_connections()
+        try:
+            report = sweep_once(name=name)
+            if report.total():
+                log.info("sweep %s", report.line())
+        except DatabaseError:
+            # The database went away (restart, failover): keep the loop alive and try again.
+            log.exception("sweep failed; retrying in %.1fs", interval)
+        stop.wait(interval)
+
+
+def heartbeat_stamp(*, name: str) -> None:
+    """Record that the process called ``name`` is alive now."""
+    WorkerHeartbeat.objects.update_or_create(
+        name=name, defaults={"host": socket.gethostname(), "pid": os.getpid(),
+                             "seen_at": clock.now()})
+
+
+def sweeper_name() -> str:
+    """Return this process's heartbeat name."""
+    return f"sweeper@{socket.gethostname()}:{os.getpid()}"

@@ -1,0 +1,63 @@
+"""Deciding approvals through the API: approve, reject, edit+approve, and the refusals."""
+from __future__ import annotations
+
+from approvals.models import Approval, Intervention
+from runs.models import Run
+from tests.api.builders import make_approval
+from tests.api.conftest import assert_error
+from tests.factories import make_run
+
+
+def _waiting_approval() -> Approval:
+    run = make_run()
+    Run.objects.filter(pk=run.pk).update(status="waiting", wait_kind="approval")
+    run.refresh_from_db()
+    return make_approval(run)
+
+
+def test_support_approves(support):
+    approval = _waiting_approval()
+    response = support.post_json(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "approved" and body["decided_by"] == support.user.username
+    assert Intervention.objects.get().action == "approval.approve"
+
+
+def test_support_rejects_with_a_reason(support):
+    approval = _waiting_approval()
+    url = f"/api/approvals/{approval.pk}/decide"
+    assert_error(support.post_json(url, {"decision": "reject"}), 422)
+    response = support.post_json(url, {"decision": "reject", "reason": "wrong customer"})
+    assert response.json()["status"] == "rejected"
+    assert response.json()["reason"] == "wrong customer"
+
+
+def test_a_second_decision_is_409(support, admin):
+    approval = _waiting_approval()
+    url = f"/api/approvals/{approval.pk}/decide"
+    support.post_json(url, {"decision": "approve"})
+    error = assert_error(admin.post_json(url, {"decision": "reject", "reason": "no"}), 409)
+    assert support.user.username in error["message"]
+
+
+def test_edit_needs_arguments_the_tool_can_check(support):
+    approval = _waiting_approval()
+    url = f"/api/approvals/{approval.pk}/decide"
+    assert_error(support.post_json(url, {"decision": "edit"}), 422)
+    # The test agent is not deployed, so edited arguments cannot be validated: refused.
+    assert_error(support.post_json(url, {"decision": "edit", "args": {"to": "b@x.org"}}), 422)
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_only_support_and_admins_decide(operator, viewer):
+    approval = _waiting_approval()
+    url = f"/api/approvals/{approval.pk}/decide"
+    for client in (operator, viewer):
+        assert_error(client.post_json(url, {"decision": "approve"}), 403)
+    assert_error(operator.post_json("/api/approvals/424242/decide", {"decision": "approve"}),
+                 404)
+    assert_error(operator.post_json(url, {"decision": "maybe"}), 422)
+    approval.refresh_from_db()
+    assert approval.status == "pending"

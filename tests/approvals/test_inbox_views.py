@@ -1,0 +1,108 @@
+"""The approvals inbox: who sees the decision forms, refusals, validation, escaping."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from approvals.models import Approval
+from approvals.statuses import ApprovalStatus
+from tests.console_factories import make_approval, make_attention_run, make_role_users
+
+pytestmark = pytest.mark.django_db
+XSS = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def users():
+    """One user per role plus a user with no role."""
+    return make_role_users()
+
+
+@pytest.fixture
+def approval():
+    """A pending approval on a run waiting for it."""
+    return make_approval(make_attention_run("waiting"), args={"to": "x@example.com", "n": 1})
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_support_sees_decision_forms_and_countdown(users, approval):
+    html = client_for(users["support"]).get(reverse("console:inbox")).content.decode()
+    assert reverse("console:approval_decide", args=[approval.pk, "approve"]) in html
+    assert reverse("console:approval_decide", args=[approval.pk, "reject"]) in html
+    assert "Edit arguments and approve" in html and "data-countdown" in html
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_other_roles_see_the_inbox_read_only(users, approval, role):
+    html = client_for(users[role]).get(reverse("console:inbox")).content.decode()
+    assert approval.tool in html
+    assert "approval_decide" not in html and "/approve/" not in html
+    assert "Read-only" in html
+
+
+@pytest.mark.parametrize("verb", ["approve", "reject", "edit_args"])
+def test_non_support_roles_are_refused_decisions(users, approval, verb):
+    url = reverse("console:approval_decide", args=[approval.pk, verb])
+    for role in ("viewer", "operator"):
+        assert client_for(users[role]).post(url, {"reason": "r", "args": "{}"}).status_code == 403
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+
+
+def test_reject_without_reason_changes_nothing(users, approval):
+    client = client_for(users["support"])
+    response = client.post(reverse("console:approval_decide", args=[approval.pk, "reject"]),
+                           {"reason": "  "}, follow=True)
+    assert "A reason is required to reject" in response.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+
+
+def test_edit_with_invalid_json_changes_nothing(users, approval):
+    response = client_for(users["support"]).post(
+        reverse("console:approval_decide", args=[approval.pk, "edit_args"]),
+        {"args": "{not json"}, follow=True)
+    assert "Not valid JSON" in response.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+
+
+def test_edit_preview_shows_a_diff(users, approval):
+    response = client_for(users["support"]).post(
+        reverse("console:approval_diff", args=[approval.pk]),
+        {"args": '{"to": "y@example.com", "cc": "z"}'}, HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert 'class="diff-changed"' in html and 'class="diff-added"' in html
+    assert 'class="diff-removed"' in html  # "n" was dropped
+
+
+def test_decided_approval_cannot_be_decided_again(users, approval):
+    Approval.objects.filter(pk=approval.pk).update(status=ApprovalStatus.APPROVED,
+                                                   decided_by=users["admin"])
+    response = client_for(users["support"]).post(
+        reverse("console:approval_decide", args=[approval.pk, "approve"]), follow=True)
+    assert "Already approved by admin" in response.content.decode()
+
+
+def test_decision_requires_csrf(users, approval):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(users["support"])
+    url = reverse("console:approval_decide", args=[approval.pk, "approve"])
+    assert client.post(url).status_code == 403
+
+
+def test_arguments_are_escaped(users):
+    make_approval(make_attention_run("waiting"), args={"body": XSS})
+    html = client_for(users["support"]).get(reverse("console:inbox")).content.decode()
+    assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_decided_history_lists_who_decided(users, approval):
+    Approval.objects.filter(pk=approval.pk).update(status=ApprovalStatus.REJECTED,
+                                                   decided_by=users["support"],
+                                                   reason="wrong recipient")
+    html = client_for(users["viewer"]).get(reverse("console:inbox")).content.decode()
+    assert "wrong recipient" in html and "pill-rejected" in html and ">support<" in html

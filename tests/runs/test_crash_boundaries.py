@@ -1,0 +1,124 @@
+"""Crash at every commit boundary (and inside every write tool), recover, finish.
+
+For each boundary a fresh run of read, idempotent-write, probeable-write and unsafe-write
+tools is killed right after that commit, its lease expires, the sweeper re-queues it and it
+runs to the end. Nothing confirmed is lost and no unsafe side effect is repeated.
+"""
+import datetime as dt
+
+import pytest
+
+from ledger.models import ToolCall
+from runs.engine import session as session_mod
+from runs.engine.recovery import runs_recover_expired
+from runs.engine.snapshots import load_state, replay_state
+from runs.errors import RunControl
+from runs.models import Event, Run
+from runs.services import run_start
+from tests.conftest import drive
+
+pytestmark = pytest.mark.django_db
+PLAN = ["quote", "pay", "ship", "notify"]
+
+
+class Crash(RunControl):
+    """The worker process dies here."""
+
+
+@pytest.fixture
+def crash_after(monkeypatch):
+    """Make the N-th commit (1-based) the last thing the worker does; returns a counter."""
+    state = {"n": 0, "at": None, "kinds": {}}
+    real = session_mod.RunSession.commit
+
+    def commit(self, events, **kwargs):
+        real(self, events, **kwargs)
+        state["n"] += 1
+        state["kinds"][state["n"]] = [(e.type, e.data.get("id")) for e in events]
+        if state["at"] is not None and state["n"] == state["at"]:
+            raise Crash(f"killed after commit {state['n']}")
+
+    monkeypatch.setattr(session_mod.RunSession, "commit", commit)
+    return state
+
+
+def _run_with_recovery(engine, agent: str) -> Run:
+    run = run_start(agent=agent, goal="sell a book")
+    for _ in range(10):
+        try:
+            status = drive(run)
+        except Crash:
+            run.refresh_from_db()
+            if run.status == "running":
+                Run.objects.filter(pk=run.pk).update(
+                    lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+                assert runs_recover_expired() == [run.pk]
+            continue
+        if status not in ("queued", "running"):
+            break
+    run.refresh_from_db()
+    return run
+
+
+def _marker_is_email(kinds, run) -> bool:
+    started = [i for t, i in kinds if t == "tool.started"]
+    return ToolCall.objects.filter(run=run, tool_call_id__in=started, tool="email").exists()
+
+
+def _check_invariants(engine, run: Run) -> None:
+    state = load_state(run.pk)
+    assert replay_state(run.pk) == state
+    for e in Event.objects.filter(run=run, type="tool.result", data__status="succeeded"):
+        assert state["facts"][e.data["id"]] == e.data["facts"], "a confirmed fact was lost"
+    for call in ToolCall.objects.filter(run=run, status="succeeded"):
+        assert Event.objects.filter(run=run, type="tool.result", tool_call_id=call.tool_call_id).exists()
+    charges = {k for t, k, _ in engine.world.effects if t == "charge"}
+    assert len(charges) <= 1 and engine.world.count("charge") == len(charges)
+    assert engine.world.count("ship") <= 1
+    assert engine.world.count("email") <= 1
+
+
+def test_crash_after_every_commit(engine, crash_after):
+    engine.make_agent("mixed", engine.MIXED_SCRIPT, plan=PLAN)
+    clean = _run_with_recovery(engine, "mixed")
+    assert clean.status == "succeeded"
+    total, kinds = crash_after["n"], dict(crash_after["kinds"])
+    assert total >= 10
+    for at in range(1, total + 1):
+        engine.world.effects.clear()
+        crash_after.update(n=0, at=at, kinds={})
+        run = _run_with_recovery(engine, "mixed")
+        ended_the_run = any(t == "run.completed" for t, _ in kinds[at])
+        assert run.recoveries == (0 if ended_the_run else 1), at
+        _check_invariants(engine, run)
+        if _marker_is_email(kinds[at], clean):
+            # Killed after the unsafe write was marked running, before it could report: only a
+            # person can tell whether it went out. It is never sent again automatically.
+            assert run.status == "unknown", at
+            assert engine.world.count("email") == 0
+            continue
+        assert run.status == "succeeded", (at, run.status, run.attention_detail)
+        assert [t for t, _, _ in engine.world.effects] == ["charge", "ship", "email"], at
+
+
+@pytest.mark.parametrize("tool,expected", [("charge", "succeeded"), ("ship", "succeeded"),
+                                           ("email", "unknown")])
+def test_crash_inside_a_write_tool_after_its_effect(engine, monkeypatch, tool, expected):
+    engine.make_agent("mixed", engine.MIXED_SCRIPT, plan=PLAN)
+    real = engine.world.did
+    fired = []
+
+    def did(name, key, args):
+        real(name, key, args)
+        if name == tool and not fired:
+            fired.append(1)
+            raise Crash(f"killed inside {tool}")
+
+    monkeypatch.setattr(engine.world, "did", did)
+    run = _run_with_recovery(engine, "mixed")
+    assert run.status == expected, run.attention_detail
+    assert engine.world.count(tool) == 1
+    _check_invariants(engine, run)
+    if expected == "unknown":
+        call = ToolCall.objects.get(run=run, tool="email")
+        assert call.status == "unknown" and run.current_tool_call == call.tool_call_id

@@ -1,0 +1,125 @@
+"""The sweeper: recovers dead workers' runs, wakes timers, expires approvals per policy."""
+import pytest
+
+from approvals.models import Approval
+from ledger.models import ToolCall
+from runs.engine.snapshots import load_state, replay_state
+from runs.engine.transition import run_claim
+from runs.models import Event, Run, WorkerHeartbeat
+from runs.services import run_start
+from runs.sweeper import sweep_once
+from tests.conftest import drive
+from tests.runs.waits_helpers import approval_agent, later
+
+pytestmark = pytest.mark.django_db
+
+
+def _types(run):
+    return list(Event.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+
+
+def test_expired_lease_is_requeued_and_counted_then_finishes(engine):
+    engine.make_agent("rec", {"s": [engine.call("lookup", item="x"), engine.say("ok")]}, plan=["s"])
+    run = run_start(agent="rec", goal="g")
+    run_claim(run_id=run.pk, owner="dead-worker", ttl_s=5)  # the worker dies holding it
+    assert sweep_once().recovered == []  # lease still valid
+    with later(6):
+        report = sweep_once(name="sweeper-test")
+    assert report.recovered == [run.pk]
+    run.refresh_from_db()
+    assert run.status == "queued" and run.recoveries == 1
+    assert drive(run) == "succeeded"
+    assert WorkerHeartbeat.objects.filter(name="sweeper-test").exists()
+
+
+def test_recovery_limit_blocks_the_run(engine):
+    engine.make_agent("rec2", {"s": [engine.say("ok")]}, plan=["s"])
+    run = run_start(agent="rec2", goal="g")
+    Run.objects.filter(pk=run.pk).update(recovery_limit=1, recoveries=1)
+    run_claim(run_id=run.pk, owner="dead", ttl_s=1)
+    with later(2):
+        sweep_once()
+    run.refresh_from_db()
+    assert run.status == "blocked" and run.attention_reason == "recovery_limit"
+    assert "lost its worker 2 times" in run.attention_detail
+
+
+def test_due_timer_wakes_and_future_timer_waits(engine):
+    from ledger.errors import ToolTransient
+
+    engine.world.fail_next["lookup"] = [ToolTransient("503", next_retry_delay=30)]
+    engine.make_agent("timer", {"s": [engine.call("lookup", item="x"), engine.say("ok")]},
+                      plan=["s"])
+    run = run_start(agent="timer", goal="g")
+    assert drive(run) == "waiting" and run.wait_kind == "timer"
+    assert sweep_once().timers == []
+    with later(31):
+        assert sweep_once().timers == [run.pk]
+    assert _types(run)[-2:] == ["wait.ended", "run.status"]
+    with later(31):
+        assert drive(run) == "succeeded"
+    assert replay_state(run.pk) == load_state(run.pk)
+
+
+def test_stale_queued_run_is_enqueued_again(engine):
+    engine.make_agent("stale", {"s": [engine.say("ok")]}, plan=["s"])
+    run = run_start(agent="stale", goal="g")
+    assert sweep_once().requeued == []
+    with later(60):
+        assert sweep_once().requeued == [run.pk]
+        assert sweep_once().requeued == []  # once per period, not every sweep
+
+
+def _approval_run(engine, name, on_expiry):
+    script = {"s": [engine.call("refund", order="o1"), engine.say("done")]}
+    approval_agent(name, on_expiry, script)
+    run = run_start(agent=name, goal="refund")
+    assert drive(run) == "waiting" and run.wait_kind == "approval"
+    return run, Approval.objects.get(run=run)
+
+
+def test_expired_approval_denies_by_default_and_the_run_goes_on(engine):
+    run, approval = _approval_run(engine, "exp_deny", "deny")
+    with later(61):
+        assert sweep_once().approvals == [approval.pk]
+    approval.refresh_from_db()
+    assert approval.status == "expired"
+    assert ToolCall.objects.get(run=run).status == "rejected"
+    assert drive(run) == "succeeded"
+    result = load_state(run.pk)["turns"][0]["calls"][0]["result"]
+    assert result["status"] == "rejected" and "expired" in result["error"]["message"]
+
+
+def test_expired_approval_can_cancel_the_run(engine):
+    run, approval = _approval_run(engine, "exp_cancel", "cancel_run")
+    with later(61):
+        sweep_once()
+    run.refresh_from_db()
+    assert run.status == "cancelled" and "expired" in run.attention_detail + _detail(run)
+
+
+def _detail(run):
+    return Event.objects.filter(run=run, type="run.status").last().data["detail"]
+
+
+def test_expired_approval_is_requested_again(engine):
+    run, approval = _approval_run(engine, "exp_again", "rerequest")
+    with later(61):
+        sweep_once()
+        assert sweep_once().approvals == []
+    fresh = Approval.objects.get(run=run, status="pending")
+    assert fresh.pk != approval.pk and fresh.tool_call_id == approval.tool_call_id
+    run.refresh_from_db()
+    assert run.status == "waiting" and run.wait_data["approvals"] == [fresh.pk]
+
+
+def test_expired_approval_escalates_and_keeps_waiting(engine):
+    run, approval = _approval_run(engine, "exp_esc", "escalate")
+    with later(61):
+        sweep_once()
+        sweep_once()
+    approval.refresh_from_db()
+    assert approval.escalated and approval.status == "pending"
+    assert _types(run).count("approval.escalated") == 1
+    run.refresh_from_db()
+    assert run.status == "waiting"

@@ -1,0 +1,34 @@
+"""Helpers for the wait/sweeper tests: move the engine clock, make approval agents."""
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import contextmanager
+
+from agentops import clock
+from agentops.agents import Agent, StepSpec, registry
+from agentops.llm.scripted import ScriptedModel
+from agentops.tools import ToolResult, tool
+
+
+@contextmanager
+def later(seconds: float):
+    """Run the block with the engine clock ``seconds`` ahead of real time."""
+    clock.set_now(lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds))
+    try:
+        yield
+    finally:
+        clock.set_now(None)
+
+
+def approval_agent(name: str, on_expiry: str, script: dict) -> Agent:
+    """Register an agent whose ``refund`` tool needs approval and expires per ``on_expiry``."""
+
+    @tool(effect="write", idempotent=True, approval="always", approval_expiry_s=60,
+          approval_on_expiry=on_expiry)
+    def refund(ctx, order: str) -> ToolResult:
+        """Refund an order."""
+        return ToolResult(facts={"refunded": order}, summary=f"refunded {order}")
+
+    return registry.register(Agent(name=name, version="1", system_prompt="test", tools=[refund],
+                                   plan=[StepSpec(k) for k in script],
+                                   model=lambda: ScriptedModel(script)))
