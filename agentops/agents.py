@@ -57,6 +57,7 @@ class Agent:
     max_turns_per_step: int = 20
     drift_threshold: float | None = None
     drift_every: int = 0
+    drift_model: ModelClient | Callable[[], ModelClient] | None = None
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
@@ -67,8 +68,13 @@ class Agent:
         self._tools = {t.name: t for t in self.tools}
 
     def tool(self, name: str) -> ToolSpec | None:
-        """Return the tool called ``name``, or None."""
-        return self._tools.get(name)
+        """Return the tool called ``name`` (or the built-in next_page), or None."""
+        spec = self._tools.get(name)
+        if spec is None and name == "next_page":
+            from ledger.services.paging import next_page_spec
+
+            spec = self._tools[name] = next_page_spec(self)
+        return spec
 
     def model_client(self) -> ModelClient:
         """Return the model client for a run of this agent."""

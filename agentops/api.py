@@ -5,11 +5,15 @@ is logged with its trace and answered 500 with the same shape and no trace.
 """
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern, re_path
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -62,6 +66,45 @@ class AgentOpsAPI(NinjaAPI):
                     responses.setdefault(status, {"description": "Error", **ref})
         return schema
 
+    def _get_urls(self) -> list[Any]:
+        """Return ninja's routes guarded by ``_guarded``, then a JSON 404 for anything else."""
+        patterns = super()._get_urls()
+        for pattern in patterns:
+            if isinstance(pattern, URLPattern):
+                pattern.callback = _guarded(pattern.callback)
+        patterns.append(re_path(r"^.*$", _guarded(_no_route)))
+        return patterns
+
+
+def _has_nul(request: HttpRequest) -> bool:
+    query = request.META.get("QUERY_STRING", "").lower()
+    return ("\x00" in request.path or "%00" in query or "\x00" in query
+            or b"\x00" in request.body or b"\\u0000" in request.body)
+
+
+def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wrap a view: refuse NUL characters up front, give 405s the error shape."""
+
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # PostgreSQL cannot store NUL in text or jsonb; refuse it the same way on every
+        # database instead of failing deep inside a query.
+        if _has_nul(request):
+            return error_response(request, 422, "invalid", "NUL characters are not accepted")
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
+            allow = response.get("Allow", "")
+            response = error_response(request, 405, "method_not_allowed",
+                                      f"use one of: {allow}", {"allow": allow.split(", ")})
+            response["Allow"] = allow
+        return response
+
+    return guarded
+
+
+def _no_route(request: HttpRequest) -> HttpResponse:
+    return error_response(request, 404, "not_found", f"no API endpoint at {request.path}")
+
 
 def error_response(
     request: HttpRequest, status: int, code: str, message: str, details: dict | None = None
@@ -111,6 +154,12 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(request, 404, "not_found", "no such resource")
 
 
+def _data_error(request: HttpRequest, exc: DataError) -> HttpResponse:
+    # A value the database refuses (out of range, unstorable) is bad input, not a crash.
+    logger.warning("database refused a value in %s %s: %s", request.method, request.path, exc)
+    return error_response(request, 422, "invalid", "a value cannot be stored as given")
+
+
 def _unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     # The trace goes to the log, never to the caller.
     logger.exception("unhandled error in %s %s", request.method, request.path)
@@ -132,6 +181,7 @@ def _build() -> AgentOpsAPI:
     new.add_exception_handler(HttpError, _http_error)
     new.add_exception_handler(PermissionDenied, _permission_denied)
     new.add_exception_handler(Http404, _not_found)
+    new.add_exception_handler(DataError, _data_error)
     new.add_exception_handler(Exception, _unexpected)
     return new
 

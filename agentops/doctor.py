@@ -79,14 +79,15 @@ def check_worker_heartbeat() -> Check:
     if seen is None:
         return Check(
             "worker_heartbeat", False,
-            "No worker has ever reported: start one with `manage.py qcluster`.",
+            "No worker has ever reported: start one with `manage.py agentops worker`.",
         )
     age = (clock.now() - seen).total_seconds()
     if age > max_age:
         return Check(
             "worker_heartbeat", False,
-            f"No worker heartbeat for {age:.0f}s (limit {max_age:.0f}s): are the "
-            "`manage.py qcluster` processes running and able to reach the database?",
+            f"No worker heartbeat for {age:.0f}s (limit {max_age:.0f}s): is a "
+            "`manage.py agentops worker` (with its sweeper) running and able to reach the "
+            "database?",
         )
     return Check("worker_heartbeat", True, f"A worker reported {age:.0f}s ago.")
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
 
 from ledger.errors import ToolInvalidArguments
 
@@ -29,11 +31,14 @@ class ToolResult:
     """What a tool returns: facts (stable, machine-readable), a summary for the model, a log.
 
     ``next_cursor`` marks a paged result; ``missing_fields`` names what a partial result lacks.
+    ``log`` is text, bytes, or, for big output, a ``pathlib.Path`` or a binary file object:
+    those are streamed to the artifact store and never read into memory (a file object is
+    closed once stored; a path is left in place). See ledger.services.paging.
     """
 
     facts: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
-    log: str | bytes = ""
+    log: Any = ""
     missing_fields: tuple[str, ...] = ()
     next_cursor: str | None = None
 
@@ -116,6 +121,7 @@ class ToolSpec:
     sensitive: tuple[str, ...] = ()
     concurrency: int | None = None
     rate: int | None = None
+    pager: Callable[..., Any] | None = None
 
     @property
     def is_write(self) -> bool:
@@ -140,16 +146,26 @@ class ToolSpec:
         """Return ``args`` if they fit the schema, else raise ToolInvalidArguments saying where."""
         if not isinstance(args, dict):
             raise ToolInvalidArguments(f"arguments for {self.name} must be a JSON object")
-        try:
-            jsonschema.validate(args, self.parameters)
-        except jsonschema.ValidationError as exc:
+        error = jsonschema.exceptions.best_match(self._validator().iter_errors(args))
+        if error is not None:
+            exc = error
             where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
             raise ToolInvalidArguments(
                 f"invalid arguments for {self.name} at {where}: {exc.message}",
                 tool=self.name,
                 path=where,
-            ) from None
+            )
         return args
+
+    def _validator(self) -> Any:
+        # Building a validator checks the schema; do it once per tool, not once per call.
+        cached = self.__dict__.get("_cached_validator")
+        if cached is None:
+            cls = jsonschema.validators.validator_for(self.parameters)
+            cls.check_schema(self.parameters)
+            cached = cls(self.parameters)
+            object.__setattr__(self, "_cached_validator", cached)
+        return cached
 
     def schema(self) -> dict[str, Any]:
         """Return the OpenAI function schema of this tool."""
@@ -181,7 +197,8 @@ def tool(
         reversibility, approval ("never" | "always" | "policy" with ``approval_policy(args)``
             returning a reason when a person must approve), timeout (s), retry (attempts on
             transient errors), sensitive (argument names stored redacted), concurrency, rate
-            (calls per minute).
+            (calls per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
+            after ``cursor`` of a paged result; without it the tool is called with ``cursor=``).
 
     Raises:
         ValueError: when the declaration contradicts itself.
@@ -199,6 +216,10 @@ def tool(
             raise ValueError(f"tool {spec.name}: effect must be 'read' or 'write'")
         if spec.approval == "policy" and spec.approval_policy is None:
             raise ValueError(f"tool {spec.name}: approval='policy' needs approval_policy=")
+        try:
+            spec._validator()
+        except jsonschema.exceptions.SchemaError as exc:
+            raise ValueError(f"tool {spec.name}: its parameters schema is invalid: {exc.message}") from None
         return spec
 
     return wrap(fn) if fn is not None else wrap

@@ -29,7 +29,7 @@ def test_readyz_is_503_with_a_reason_when_no_worker_ever_reported(client):
     assert body["status"] == "unready"
     assert body["checks"]["database"]["ok"] and body["checks"]["migrations"]["ok"]
     assert body["checks"]["worker_heartbeat"]["ok"] is False
-    assert any("qcluster" in reason for reason in body["reasons"])
+    assert any("manage.py agentops worker" in reason for reason in body["reasons"])
 
 
 def test_readyz_is_503_when_the_newest_heartbeat_is_stale(client, settings):

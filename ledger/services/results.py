@@ -13,6 +13,7 @@ from django.conf import settings
 
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
+from ledger.services.paging import is_stream, log_spill
 from runs.engine.jsonstate import check_json
 from runs.errors import NotJSONSerializable
 
@@ -50,6 +51,8 @@ def result_layer(raw: Any, *, tool: str) -> Layered:
     limit = settings.AGENTOPS_INLINE_RESULT_BYTES
     facts_text = json.dumps(raw.facts, ensure_ascii=False)
     summary = raw.summary or ""
+    if is_stream(raw.log):
+        return _layer_streamed(raw, facts_text, summary, limit)
     log = raw.log.encode() if isinstance(raw.log, str) else (raw.log or b"")
     out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
                   next_cursor=raw.next_cursor)
@@ -62,6 +65,20 @@ def result_layer(raw: Any, *, tool: str) -> Layered:
     if len(facts_text) > limit:
         out.facts = _shrink(raw.facts, limit)
         out.truncated = True
+    if len(summary) > limit:
+        out.summary = summary[:limit] + " [truncated; expand the result for the rest]"
+        out.truncated = True
+    return out
+
+
+def _layer_streamed(raw: ToolResult, facts_text: str, summary: str, limit: int) -> Layered:
+    """Layer a result whose log is a path/file: streamed to an artifact, never in memory."""
+    big = len(facts_text) + len(summary) > limit
+    head = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" if big else b""
+    out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
+                  next_cursor=raw.next_cursor, artifact=log_spill(raw.log, head=head))
+    if len(facts_text) > limit:
+        out.facts, out.truncated = _shrink(raw.facts, limit), True
     if len(summary) > limit:
         out.summary = summary[:limit] + " [truncated; expand the result for the rest]"
         out.truncated = True

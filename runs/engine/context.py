@@ -19,6 +19,7 @@ RESUMED_NOTE = (
 MISSING_NOTE = "Some fields are missing from this result. Do not guess or infer them."
 KEEP_TURNS = 12
 COMPACT_AT = 0.7
+SUMMARY_LINES = 40
 
 
 def context_build(state: dict[str, Any], agent: Agent) -> list[dict[str, Any]]:
@@ -59,6 +60,9 @@ def compaction_summary(state: dict[str, Any], keep: int) -> tuple[int, str]:
                          f"{(result.get('summary') or '')[:160]}")
         if not turn["calls"] and turn["text"]:
             lines.append(f"- turn {turn['n']} ({turn['step']}): said {turn['text'][:160]}")
+    if len(lines) > SUMMARY_LINES:
+        dropped = len(lines) - SUMMARY_LINES + 1
+        lines = [f"({dropped} older lines omitted; the ledger has every call)"] + lines[-SUMMARY_LINES + 1:]
     return (old[-1]["n"] if old else 0), "\n".join(lines)
 
 
@@ -105,7 +109,7 @@ def _progress(state: dict[str, Any]) -> str:
 def _current(state: dict[str, Any]) -> str:
     key = state["current_step"] or ""
     step = next((s for s in state["plan"] if s["key"] == key), {"title": key, "input": {}})
-    turns = sum(1 for t in state["turns"] if t["step"] == key)
+    turns = state["steps"].get(key, {}).get("turns", 0)
     return (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
             f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
 

@@ -17,6 +17,7 @@ from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.model_turn import PLAN_STEP, model_turn
 from runs.engine.outcomes import block
+from runs.engine.selfcheck import session_checked
 from runs.engine.session import RunSession
 from runs.engine.snapshots import load_state
 from runs.engine.toolrun import tool_phase
@@ -62,8 +63,9 @@ def session_open(run: Run, worker: str) -> RunSession | None:
         migrated = agent_migrate(run, state)
         if migrated is not None:
             agent, state = migrated
-            return RunSession(run=run, state=state, agent=agent, worker=worker,
-                              tool_limits=limits_load(), last_snapshot_size=0)
+            return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
+                                              tool_limits=limits_load(), last_snapshot_size=0),
+                                   migrated=True)
         try:
             latest = registry.get(run.agent_name).version
         except UnknownAgent:
@@ -73,8 +75,8 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                         f"deployed here (deployed: {latest}); deploy it or register a migrator",
                         state=state)
         return None
-    return RunSession(run=run, state=state, agent=agent, worker=worker,
-                      tool_limits=limits_load(), last_snapshot_size=0)
+    return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
+                                      tool_limits=limits_load(), last_snapshot_size=0))
 
 
 def _block_unopened(run: Run, category: str, detail: str, state: dict | None = None) -> None:

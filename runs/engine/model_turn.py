@@ -16,9 +16,11 @@ from agentops.agents import plan_check
 from agentops.llm.protocol import ModelError, ModelReply, ToolCallRequest
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
+from ledger.services.paging import page_tools
 from runs.engine import context as ctx
 from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
+from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
 from runs.engine.jsonstate import sha256_json, strip_nul
 from runs.engine.outcomes import block, retry_later
@@ -53,6 +55,7 @@ def model_turn(session: RunSession, step: str) -> None:
         session.commit([NewEvent("model.requested", {"step": step, "turn": s["turn"] + 1})])
     messages = _messages(session)
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [t.schema() for t in session.agent.tools]
+    tools += page_tools(s) if step != PLAN_STEP else []
     try:
         reply = session.model().complete(messages=messages, tools=tools)
     except ModelError as err:
@@ -82,8 +85,13 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
     s, agent = session.state, session.agent
     messages = ctx.context_build(s, agent)
     window = getattr(session.model(), "context_window", 8192)
-    if ctx.needs_compaction(messages, window) and len(s["turns"]) > 2:
-        upto, summary = ctx.compaction_summary(s, keep=2)
+    # Fold old turns into the summary when the context nears the window, and also when the
+    # state holds turns the context no longer shows: the state stays bounded, so snapshots
+    # and loads cost the same at turn 10 and turn 10,000.
+    too_big = ctx.needs_compaction(messages, window) and len(s["turns"]) > 2
+    if too_big or len(s["turns"]) > 2 * ctx.KEEP_TURNS:
+        keep = 2 if too_big else ctx.KEEP_TURNS
+        upto, summary = ctx.compaction_summary(s, keep=keep)
         session.commit([NewEvent("context.compacted", {"upto_turn": upto, "summary": summary})])
         messages = ctx.context_build(s, agent)
     return messages
@@ -121,6 +129,8 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         _finish_step(session, step, turn, text, usage)
         return
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
+    if drift_guard(session, step, turn, planned, usage):
+        return
     hashes = [args_hash({"tool": p.name, "args": p.args or {}}) for p in planned]
     looping = loop_evidence(s["guards"]["recent_calls"], hashes)
     data = {"step": step, "turn": turn, "text": reply.text or "", "usage": usage,

@@ -187,6 +187,8 @@ def _model_replied(state: State, d: dict[str, Any], e: Event) -> None:
     state["turns"].append(
         {"n": d["turn"], "step": d["step"], "text": d.get("text", ""), "calls": calls}
     )
+    step = _step(state, d["step"])
+    step["turns"] = step.get("turns", 0) + 1
     for c in calls:
         state["open_calls"][c["id"]] = {"turn": d["turn"], "name": c["name"], "step": d["step"]}
     guards = state["guards"]
@@ -300,3 +302,30 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
     state["resumed"] = True
     state["wait"] = None
     state["notes"] = (restored.get("notes", []) + [f"rolled back to event #{d['to_seq']}"])[-10:]
+
+
+# --- guards and checkpoint files (runs/engine/drift.py, selfcheck.py, runs/checkpoints.py) ---
+
+
+@_on("guard.drift_scored")
+def _drift_scored(state: State, d: dict[str, Any], e: Event) -> None:
+    # The side model's tokens are spent by the run: they count against its budget.
+    usage = d.get("usage") or {}
+    state["usage"]["tokens"] += usage.get("tokens", 0)
+    state["usage"]["cost_micros"] += usage.get("cost_micros", 0)
+
+
+@_on("guard.self_checked")
+def _self_checked(state: State, d: dict[str, Any], e: Event) -> None:
+    state["self_checked"] = e["seq"]
+
+
+@_on("run.imported")
+def _imported(state: State, d: dict[str, Any], e: Event) -> None:
+    # Like a rollback, the event carries the state, so replaying the log needs no file.
+    restored = copy.deepcopy(d["state"])
+    restored.pop("self_checked", None)
+    state.clear()
+    state.update(restored)
+    state["imported"] = {"seq": e["seq"], "turn": restored.get("turn", 0),
+                         "from_run": d.get("from_run"), "from_seq": d.get("from_seq")}

@@ -60,7 +60,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     count = sel.run_count_capped(qs) if all_matching else len(ids)
     context = {"tab": tab, "filters": filters, "all_matching": all_matching, "ids": ids,
                "count": count, "count_capped": count > sel.COUNT_CAP, "verbs": BULK_VERBS,
-               "verb": data.get("verb", ""), "reason": data.get("reason", ""),
+               "verb": data.get("verb", ""), "bulk_reason": data.get("bulk_reason", ""),
                "filter_params": filters.as_params(), "errors": [], "results": None}
     if request.method == "POST":
         context.update(_bulk_apply(request, context, qs))
@@ -72,7 +72,7 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     errors = []
     if context["verb"] not in BULK_VERBS:
         errors.append("Choose an action.")
-    if not context["reason"].strip():
+    if not context["bulk_reason"].strip():
         errors.append("A reason is required for a bulk action.")
     if not context["count"]:
         errors.append("No runs selected.")
@@ -81,6 +81,6 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     run_ids = None if context["all_matching"] else context["ids"]
     outcome = _dispatch.bulk(verb=context["verb"], run_ids=run_ids,
                              queryset=qs if context["all_matching"] else None,
-                             user=request.user, reason=context["reason"].strip())
+                             user=request.user, reason=context["bulk_reason"].strip())
     return {"results": outcome.results, "unavailable": outcome.unavailable,
             "errors": [outcome.error] if outcome.error else []}

@@ -30,14 +30,33 @@ def test_malformed_json_bodies_are_4xx_not_500(admin, body):
     assert_error(response, response.status_code)
 
 
-def test_an_unknown_path_under_the_api_is_404(viewer):
-    response = viewer.get("/api/nothing-here")
-    assert response.status_code == 404
+def test_an_unknown_path_under_the_api_is_a_json_404(viewer):
+    assert_error(viewer.get("/api/nothing-here"), 404, "not_found")
 
 
-def test_a_wrong_method_is_405(viewer):
+def test_a_wrong_method_is_405_with_the_shape_and_allow(viewer):
     run = make_run()
-    assert viewer.delete(f"/api/runs/{run.pk}").status_code == 405
+    response = viewer.delete(f"/api/runs/{run.pk}")
+    error = assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] == "GET" and error["details"]["allow"] == ["GET"]
+
+
+# PostgreSQL text and jsonb cannot hold NUL: each of these was a 500 there before the guard.
+@pytest.mark.parametrize("method,path,body", [
+    ("post", "/api/keys", {"name": "a\x00b"}),
+    ("post", "/api/runs", {"agent": "api-test-agent", "goal": "g", "input": {"k": "\x00"}}),
+    ("post", "/api/admin/budget-policies", {"agent_name": "a\x00"}),
+    ("get", "/api/runs?text=a%00b", None),
+    ("get", "/api/runs?agent=a%00b", None),
+    ("get", "/api/approvals?tool=a%00b", None),
+    ("get", "/api/tool-calls/tc_%00", None),
+])
+def test_nul_characters_are_422_on_every_database(admin, agent, method, path, body):
+    if body is None:
+        response = admin.get(path)
+    else:
+        response = admin.post(path, body, content_type="application/json")
+    assert_error(response, 422, "invalid")
 
 
 def test_huge_integers_in_the_path_are_422_not_500(admin):

@@ -106,3 +106,19 @@ def test_decided_history_lists_who_decided(users, approval):
                                                    reason="wrong recipient")
     html = client_for(users["viewer"]).get(reverse("console:inbox")).content.decode()
     assert "wrong recipient" in html and "pill-rejected" in html and ">support<" in html
+
+
+def test_support_approves_and_the_decision_is_recorded(users, approval):
+    response = client_for(users["support"]).post(
+        reverse("console:approval_decide", args=[approval.pk, "approve"]))
+    assert response.status_code == 302
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.APPROVED and approval.decided_by == users["support"]
+
+
+def test_support_rejects_with_a_reason(users, approval):
+    client_for(users["support"]).post(
+        reverse("console:approval_decide", args=[approval.pk, "reject"]),
+        {"reason": "wrong recipient"})
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.REJECTED and approval.reason == "wrong recipient"

@@ -247,7 +247,7 @@ def test_bulk_confirm_shows_the_count_first(users):
     html = matching.content.decode()
     assert "<strong>3</strong> runs matching" in html and "agent=billing" in html
     no_reason = client.post(reverse("console:bulk"), {"all": "1", "tab": "blocked",
-                                                      "verb": "retry", "reason": ""})
+                                                      "verb": "retry", "bulk_reason": ""})
     assert no_reason.status_code == 422 and "A reason is required" in no_reason.content.decode()
     assert client_for(users["viewer"]).get(reverse("console:bulk")).status_code == 403
 
@@ -270,3 +270,43 @@ def test_unknown_run_is_404(users):
 
     response = client_for(users["viewer"]).get(reverse("console:run", args=[uuid.uuid4()]))
     assert response.status_code == 404
+
+
+def test_operator_retries_a_blocked_run_and_it_is_audited(users):
+    run = make_attention_run()
+    response = client_for(users["operator"]).post(
+        reverse("console:run_action", args=[run.pk, "retry"]),
+        {"reason": "provider is back", "seen_seq": run.last_seq})
+    assert response.status_code == 302 and response.url == reverse("console:run", args=[run.pk])
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
+    row = Intervention.objects.get(run=run)
+    assert (row.action, row.actor_name, row.reason) == ("run.retry", "operator",
+                                                        "provider is back")
+
+
+def test_operator_settles_an_unknown_call_as_not_executed(users):
+    run = make_attention_run(RunStatus.UNKNOWN)
+    response = client_for(users["operator"]).post(
+        reverse("console:run_action", args=[run.pk, "confirm_not_executed"]),
+        {"reason": "provider shows no such email", "seen_seq": run.last_seq},
+        HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Redirect"] == reverse(
+        "console:run", args=[run.pk])
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
+    assert Intervention.objects.get(run=run).action == "run.confirm_not_executed"
+
+
+def test_bulk_terminate_all_matching_reports_each_run(users):
+    targets = [make_attention_run(agent="billing") for _ in range(2)]
+    bystander = make_attention_run(agent="other")
+    response = client_for(users["operator"]).post(reverse("console:bulk"), {
+        "all": "1", "tab": "blocked", "agent": "billing", "verb": "terminate",
+        "bulk_reason": "incident 42 cleanup"})
+    assert response.status_code == 200
+    results = response.context["results"]
+    assert sorted(r["run_id"] for r in results) == sorted(r.pk for r in targets)
+    assert all(r["outcome"] == "done" for r in results)
+    assert set(Run.objects.filter(pk__in=[r.pk for r in targets])
+               .values_list("status", flat=True)) == {RunStatus.CANCELLED}
+    assert Run.objects.get(pk=bystander.pk).status == RunStatus.BLOCKED
+    assert "pill-done" in response.content.decode()

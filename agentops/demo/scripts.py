@@ -1,0 +1,107 @@
+"""The scripted model's answers for the demo agents: deterministic, read from the run's input.
+
+Each script is a function of the ScriptContext (step, turn, pinned input, the tool results
+in the context), so the same run gets the same answers after a crash or a retry. Model
+faults come from the input's ``faults.model``: ``repeat_tracking`` (the model keeps asking
+the carrier, a loop) and ``outage:N`` (the provider fails N calls with HTTP 503).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentops.demo import world
+from agentops.llm.protocol import ModelReply, ServerError
+from agentops.llm.scripted import ScriptContext, call, say
+
+
+def _model_fault(ctx: ScriptContext) -> tuple[str, str]:
+    faults = ctx.input.get("faults") or {}
+    kind, _, arg = str(faults.get("model", "")).partition(":")
+    return kind, arg
+
+
+def _facts(ctx: ScriptContext) -> list[dict[str, Any]]:
+    """Return the facts of every tool result in the context, oldest first."""
+    out = []
+    for msg in ctx.messages:
+        if msg.get("role") == "tool":
+            facts = json.loads(msg["content"]).get("facts")
+            if isinstance(facts, dict):
+                out.append(facts)
+    return out
+
+
+SUPPORT_STEPS = {"order": "get_order", "policy": "check_return_policy",
+                 "track": "track_logistics", "refund": "issue_refund",
+                 "label": "create_return_label", "notify": "send_customer_email"}
+
+
+def support_returns(ctx: ScriptContext) -> ModelReply:
+    """Answer the support-returns agent: one tool call per step, then a short note."""
+    order_id = str(ctx.input.get("order_id", "A-1001"))
+    looping = ctx.step == "track" and _model_fault(ctx)[0] == "repeat_tracking"
+    if ctx.turn > 1 and not looping:
+        return say(f"{ctx.step} done for {order_id}")
+    order = ctx.fact("item") and {"amount": ctx.fact("amount"), "email": ctx.fact("email")}
+    order = order or world.order_get(order_id)
+    args: dict[str, Any] = {"order_id": order_id}
+    if ctx.step == "refund":
+        args["amount"] = order["amount"]
+    if ctx.step == "notify":
+        args = {"to": order["email"], "subject": f"Your return of {order_id}",
+                "body": f"We refunded {order['amount']} EUR; your return label is attached."}
+    return call(SUPPORT_STEPS[ctx.step], **args)
+
+
+SALES_STEPS = {f"sales_{r}": "query_sales" for r in ("na", "eu", "apac")} | {"report": "write_report"}
+
+
+def sales_report(ctx: ScriptContext) -> ModelReply:
+    """Answer the sales-report agent: query each region, then write the report."""
+    if ctx.turn > 1:
+        return say(f"{ctx.step} done")
+    if ctx.step.startswith("sales_"):
+        return call("query_sales", region=ctx.step.removeprefix("sales_"))
+    totals = {f["region"]: f["total"] for f in _facts(ctx) if "region" in f and "total" in f}
+    return call("write_report", title=str(ctx.input.get("title", "Quarterly sales")),
+                totals=totals)
+
+
+BATCH_STEPS = {"list": "list_documents", "extract": "extract_in_children",
+               "report": "summarize_batch"}
+
+
+def document_batch(ctx: ScriptContext) -> ModelReply:
+    """Answer the document-batch agent: list, fan out to child runs, check the count."""
+    count = int(ctx.input.get("documents", 240))
+    if ctx.turn > 1:
+        return say(f"{ctx.step} done")
+    if ctx.step == "extract":
+        return call("extract_in_children", count=count,
+                    batch_size=int(ctx.input.get("batch_size", 20)))
+    return call(BATCH_STEPS[ctx.step], count=count)
+
+
+EXTRACT_STEPS = {"extract": "read_documents"}
+
+
+def document_extract(ctx: ScriptContext) -> ModelReply | BaseException:
+    """Answer a batch's child run: read the documents, then save the fields found in them."""
+    if ctx.turn == 1:
+        return call("read_documents", doc_ids=list(ctx.input.get("doc_ids") or []))
+    kind, arg = _model_fault(ctx)
+    if ctx.turn == 2 and kind == "outage" and world.model_outage_hit(
+            f"{ctx.input.get('batch_id')}:{ctx.input.get('batch')}", int(arg or 2)):
+        return ServerError("server_error: HTTP 503 (demo model outage)")
+    if ctx.turn == 2:
+        docs = next((f["docs"] for f in reversed(_facts(ctx)) if "docs" in f), [])
+        return call("save_fields", records=[_fields(d) for d in docs])
+    return say("batch extracted")
+
+
+def _fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """Return the fields a careful reader finds in an invoice's text."""
+    parts = dict(p.split(": ", 1) for p in doc["text"].split(" | ")[1:])
+    return {"doc_id": doc["id"], "vendor": parts.get("vendor", ""),
+            "total": parts.get("total", "").removesuffix(" EUR")}

@@ -1,0 +1,123 @@
+"""Seed the demo: one user per role (demo-only passwords) and runs that end in every state.
+
+Seeded runs are driven in this process with run_tick, so the console shows them at once; the
+document batch is left queued for the worker, so a visitor sees runs move. Seeding is
+idempotent: users are created once (their demo passwords reset), and each run carries an
+idempotency key, so a second seed finds the runs it made and leaves them as they are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+
+from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
+from runs.models import Run
+from runs.statuses import RUNNABLE
+
+WORKER = "demo-seed"
+# Demo-only credentials: printed on start, never for a real deployment.
+DEMO_USERS = (("viewer", VIEWER, "demo-viewer-pw"), ("operator", OPERATOR, "demo-operator-pw"),
+              ("support", SUPPORT, "demo-support-pw"), ("admin", ADMIN, "demo-admin-pw"))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One seeded run: what it starts with and the state it is expected to end in."""
+
+    name: str
+    agent: str
+    goal: str
+    input: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] | None = None
+    expect: str = "succeeded"
+    terminate: bool = False
+    live: bool = False
+
+
+SCENARIOS = (
+    Scenario("refund-probed", "support-returns", "Return trail shoes (A-1001)",
+             {"order_id": "A-1001", "faults": {"issue_refund": "timeout_after_refund"}}),
+    Scenario("refund-approval", "support-returns", "Return a road bike helmet (A-2002)",
+             {"order_id": "A-2002"}, expect="waiting:approval"),
+    Scenario("carrier-rate-limited", "support-returns", "Return a rain jacket (A-3003)",
+             {"order_id": "A-3003", "faults": {"track_logistics": "rate_limit:3600"}},
+             expect="waiting:timer"),
+    Scenario("email-unknown", "support-returns", "Return wool socks (A-5005)",
+             {"order_id": "A-5005", "faults": {"send_customer_email": "timeout_after_send"}},
+             expect="unknown"),
+    Scenario("carrier-loop", "support-returns", "Return trail shoes again (A-1001)",
+             {"order_id": "A-1001", "faults": {"model": "repeat_tracking"}},
+             expect="blocked:loop_detected"),
+    Scenario("refund-terminated", "support-returns", "Return a tent (A-6006)",
+             {"order_id": "A-6006"}, expect="cancelled", terminate=True),
+    Scenario("sales-ok", "sales-report", "Write the Q3 sales report", {"title": "Q3 sales"}),
+    Scenario("sales-eu-denied", "sales-report", "Write the Q3 sales report (EU locked)",
+             {"title": "Q3 sales", "faults": {"query_sales:eu": "permission"}},
+             expect="blocked:permanent_error"),
+    Scenario("sales-budget", "sales-report", "Write the Q4 sales report on a tight budget",
+             {"title": "Q4 sales"}, budget={"model_calls": 3}, expect="blocked:budget_exhausted"),
+    Scenario("document-batch", "document-batch", "Extract invoice fields from 240 documents",
+             {"documents": 240, "batch_size": 20, "faults": {"model_outage": "2:6"}},
+             expect="succeeded", live=True),
+)
+
+
+def users_seed() -> list[tuple[str, str, str]]:
+    """Create the demo users (one per role); return (username, password, role) for each."""
+    with transaction.atomic():
+        for username, role, password in DEMO_USERS:
+            user, _ = User.objects.get_or_create(username=username,
+                                                 defaults={"is_staff": role == ADMIN})
+            user.set_password(password)
+            user.save(update_fields=["password"])
+            user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return [(u, p, r) for u, r, p in DEMO_USERS]
+
+
+def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
+    """Start every scenario's run and drive it in-process; return the runs by scenario name."""
+    from approvals.actions.terminate import ACTION as terminate
+    from runs.services import run_start
+
+    operator = User.objects.filter(username="operator").first()
+    runs = {}
+    for sc in SCENARIOS:
+        run = run_start(agent=sc.agent, goal=sc.goal, input=sc.input, budget=sc.budget,
+                        idempotency_key=f"demo:{sc.name}", actor="demo-seed")
+        if not sc.live or drive_live:
+            run_drive(run)
+        if sc.terminate and not run.is_terminal:
+            terminate.execute(operator, run, reason="customer withdrew the return")
+            run.refresh_from_db()
+        runs[sc.name] = run
+    return runs
+
+
+def run_drive(run: Run, *, max_ticks: int = 200) -> str:
+    """Tick ``run`` in this process until it stops being runnable; return its status."""
+    from runs.engine.loop import run_tick
+
+    for _ in range(max_ticks):
+        run.refresh_from_db()
+        if run.status not in RUNNABLE:
+            break
+        run_tick(run.pk, worker=WORKER)
+    run.refresh_from_db()
+    return run.status
+
+
+def run_state(run: Run) -> str:
+    """Return a run's state as scenarios name it: status[:wait kind or attention reason]."""
+    if run.status == "waiting":
+        return f"waiting:{run.wait_kind}"
+    if run.status == "blocked":
+        return f"blocked:{run.attention_reason}"
+    return run.status
+
+
+def demo_seed() -> tuple[list[tuple[str, str, str]], dict[str, Run]]:
+    """Seed users and runs (idempotent: what exists is kept); return the logins and runs."""
+    return users_seed(), runs_seed()

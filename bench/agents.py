@@ -1,0 +1,43 @@
+"""Agents the engine benchmarks run: a scripted model asking for one no-op tool per turn."""
+from __future__ import annotations
+
+from agentops.agents import Agent, StepSpec, registry
+from agentops.llm.scripted import ScriptContext, ScriptedModel, call, say
+from agentops.llm.protocol import ModelReply, ToolCallRequest, Usage
+from agentops.tools import ToolResult, tool
+
+PAD = "x" * 500
+
+
+@tool(effect="read")
+def noop(ctx, i: int) -> ToolResult:
+    """Do nothing, durably."""
+    return ToolResult(facts={"i": i}, summary="ok")
+
+
+@tool(effect="read")
+def echo(ctx, i: int) -> ToolResult:
+    """Return a 500-byte message."""
+    return ToolResult(facts={"i": i}, summary=PAD)
+
+
+def _noop_script(ctx: ScriptContext) -> ModelReply:
+    steps = int(ctx.input.get("steps", 10))
+    return call("noop", i=ctx.turn) if ctx.turn <= steps else say("done")
+
+
+def _chatty_script(ctx: ScriptContext) -> ModelReply:
+    steps = int(ctx.input.get("steps", 200))
+    if ctx.turn > steps:
+        return say("done")
+    return ModelReply(text=PAD, tool_calls=(ToolCallRequest("echo", {"i": ctx.turn}),),
+                      usage=Usage(50, 10), finish_reason="tool_calls")
+
+
+registry.register(Agent(name="bench-noop", version="1", system_prompt="Benchmark.", tools=[noop],
+                        plan=[StepSpec("s")], model=lambda: ScriptedModel(_noop_script),
+                        max_turns_per_step=100_000))
+registry.register(Agent(name="bench-chatty", version="1", system_prompt="Benchmark.",
+                        tools=[echo], plan=[StepSpec("s")],
+                        model=lambda: ScriptedModel(_chatty_script, context_window=10_000_000),
+                        max_turns_per_step=100_000))

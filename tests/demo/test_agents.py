@@ -1,0 +1,135 @@
+"""Each demo agent end to end through the engine: the state it ends in, the world it leaves."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from agentops.demo import world
+from agentops.demo.models import WorldEffect
+from approvals.actions import approve
+from approvals.models import Approval
+from ledger.artifacts import artifact_read
+from ledger.models import ToolAttempt, ToolCall
+from runs.models import Event, Run
+from runs.services import run_start
+from runs.sweeper import sweep_once
+from tests.conftest import drive
+
+pytestmark = pytest.mark.django_db
+
+
+def _start(agent, faults=None, budget=None, **input):
+    if faults:
+        input["faults"] = faults
+    return run_start(agent=agent, goal=f"demo {agent}", input=input, budget=budget)
+
+
+def _kinds(run):
+    return [e.kind for e in world.effects_for_run(run.pk)]
+
+
+def test_support_return_succeeds_with_each_effect_once(demo):
+    run = _start("support-returns", order_id="A-1001")
+    assert drive(run) == "succeeded"
+    assert _kinds(run) == ["refund", "return_label", "email"]
+    assert set(ToolCall.objects.filter(run=run).values_list("status", flat=True)) == {"succeeded"}
+    assert world.effects_duplicated() == []
+
+
+def test_refund_over_the_limit_waits_for_approval_then_runs_once(demo):
+    run = _start("support-returns", order_id="A-2002")
+    assert drive(run) == "waiting"
+    assert run.wait_kind == "approval"
+    pending = Approval.objects.get(run=run)
+    assert pending.tool == "issue_refund" and "over the 100 EUR" in pending.why
+    assert "refund" not in _kinds(run)
+    user = User.objects.create_user("sam", password="x" * 10)
+    user.groups.add(Group.objects.get_or_create(name="support")[0])
+    approve.ACTION.execute(user, pending, reason="customer is a regular")
+    assert drive(run) == "succeeded"
+    assert _kinds(run).count("refund") == 1
+
+
+def test_refund_timeout_after_refunding_is_probed_not_repeated(demo):
+    run = _start("support-returns", {"issue_refund": "timeout_after_refund"}, order_id="A-3003")
+    assert drive(run) == "succeeded"
+    assert _kinds(run).count("refund") == 1
+    call = ToolCall.objects.get(run=run, tool="issue_refund")
+    assert call.status == "succeeded" and call.facts["amount"] == 80
+
+
+def test_rate_limited_carrier_with_short_retry_after_recovers(demo):
+    run = _start("support-returns", {"track_logistics": "rate_limit:0"}, order_id="A-1001")
+    assert drive(run) == "succeeded"
+    call = ToolCall.objects.get(run=run, tool="track_logistics")
+    assert list(ToolAttempt.objects.filter(tool_call=call).values_list("status", flat=True)) == [
+        "failed", "succeeded"]
+
+
+def test_rate_limited_carrier_with_long_retry_after_waits_on_a_timer(demo):
+    run = _start("support-returns", {"track_logistics": "rate_limit:3600"}, order_id="A-1001")
+    assert drive(run) == "waiting"
+    assert run.wait_kind == "timer"
+    assert 3500 < (run.wait_until - run.updated_at).total_seconds() <= 3600
+    assert "refund" not in _kinds(run)
+
+
+def test_email_timeout_after_send_is_unknown_and_never_resent(demo):
+    run = _start("support-returns", {"send_customer_email": "timeout_after_send"},
+                 order_id="A-1001")
+    assert drive(run) == "unknown"
+    assert drive(run) == "unknown"
+    assert _kinds(run).count("email") == 1
+    assert ToolCall.objects.get(run=run, tool="send_customer_email").status == "unknown"
+    assert run.recommended_action == "confirm"
+
+
+def test_model_repeating_the_carrier_call_is_a_loop(demo):
+    run = _start("support-returns", {"model": "repeat_tracking"}, order_id="A-1001")
+    assert drive(run) == "blocked"
+    assert run.attention_reason == "loop_detected"
+    assert "track_logistics" in run.attention_detail
+
+
+def test_sales_report_writes_a_verifiable_artifact(demo):
+    run = _start("sales-report")
+    assert drive(run) == "succeeded"
+    facts = ToolCall.objects.get(run=run, tool="write_report").facts
+    report = artifact_read(facts["report_sha256"]).decode()
+    for region in ("na", "eu", "apac"):
+        assert f"| {region} | {world.region_sales(region)['total']} |" in report
+
+
+def test_sales_permission_error_blocks_and_recommends_skip(demo):
+    run = _start("sales-report", {"query_sales:eu": "permission"})
+    assert drive(run) == "blocked"
+    assert run.attention_reason == "permanent_error" and run.recommended_action == "skip"
+    assert run.current_step == "sales_eu"
+    assert ToolCall.objects.get(run=run, tool="query_sales", args={"region": "eu"}).attempts == 1
+
+
+def test_sales_report_over_its_model_call_budget_is_paused(demo):
+    run = _start("sales-report", budget={"model_calls": 3})
+    assert drive(run) == "blocked"
+    assert run.attention_reason == "budget_exhausted" and run.recommended_action == "raise_budget"
+    assert run.model_calls == 3
+
+
+def test_document_batch_fans_out_survives_an_outage_and_saves_each_document_once(demo):
+    parent = _start("document-batch", {"model_outage": "2:2"}, documents=60, batch_size=20)
+    assert drive(parent) == "waiting" and parent.wait_kind == "children"
+    children = list(Run.objects.filter(parent=parent).order_by("created_at"))
+    assert len(children) == 3
+    for child in children:
+        assert drive(child) == "succeeded"
+    sweep_once()
+    assert drive(parent) == "succeeded"
+    summary = ToolCall.objects.get(run=parent, tool="summarize_batch").facts
+    assert summary == {"expected": 60, "saved": 60, "missing": 0}
+    outage = [c for c in children if c.input.get("faults")]
+    assert [c.input["batch"] for c in outage] == [2]
+    assert Event.objects.filter(run=outage[0], type="model.failed").count() == 2
+    # Recovery resumed after the documents were read: no child read them twice.
+    assert ToolCall.objects.filter(run__in=children, tool="read_documents").count() == 3
+    assert WorldEffect.objects.filter(kind="document.fields").count() == 60
+    assert world.effects_duplicated() == []

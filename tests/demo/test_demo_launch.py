@@ -1,0 +1,93 @@
+"""What ``make demo`` starts, on a free port and a fresh SQLite file: seeded states, live batch.
+
+Runs the launcher as a real subprocess (daphne + the worker under it), reads the demo's own
+SQLite file directly (not the test database), and stops it with SIGTERM as Ctrl-C would.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from agentops.demo.seed import SCENARIOS
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+ROOT = Path(__file__).resolve().parents[2]
+SETTLE_S = 90
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(var_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "TEST_DATABASE_NAME", "AGENTOPS_AGENTS", "REDIS_URL")}
+    env.update(AGENTOPS_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1", LOG_LEVEL="ERROR")
+    return env
+
+
+def _states(db: Path) -> dict[str, str]:
+    """Return each seeded run's state (status[:wait kind or attention reason]) by scenario."""
+    with sqlite3.connect(db, timeout=20) as conn:
+        rows = conn.execute("SELECT idempotency_key, status, wait_kind, attention_reason "
+                            "FROM runs_run WHERE idempotency_key LIKE 'demo:%'").fetchall()
+    out = {}
+    for key, status, wait_kind, reason in rows:
+        extra = wait_kind if status == "waiting" else reason if status == "blocked" else ""
+        out[key.removeprefix("demo:")] = f"{status}:{extra}" if extra else status
+    return out
+
+
+def _duplicates(db: Path) -> list[tuple]:
+    with sqlite3.connect(db, timeout=20) as conn:
+        return conn.execute("SELECT kind, key, COUNT(*) FROM demo_worldeffect "
+                            "GROUP BY kind, key HAVING COUNT(*) > 1").fetchall()
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
+    env, port, db = _env(tmp_path), _free_port(), tmp_path / "agentops.sqlite3"
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT,
+                   env=env, check=True, timeout=120)
+    log = (tmp_path / "demo.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "agentops.demo.launch", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    expected = {sc.name: sc.expect for sc in SCENARIOS}
+    try:
+        deadline, states = time.monotonic() + SETTLE_S, {}
+        while time.monotonic() < deadline and states != expected:
+            assert proc.poll() is None, (tmp_path / "demo.log").read_text()[-3000:]
+            time.sleep(1)
+            states = _states(db) if db.exists() else {}
+        assert states == expected, (tmp_path / "demo.log").read_text()[-3000:]
+        assert _get(f"http://127.0.0.1:{port}/login/") == 200
+        assert _get(f"http://127.0.0.1:{port}/") in (200, 302)
+        assert _duplicates(db) == []
+        output = (tmp_path / "demo.log").read_text()
+        assert f"http://127.0.0.1:{port}/" in output and "demo-operator-pw" in output
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0
+    assert "Demo stopped." in (tmp_path / "demo.log").read_text()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
