@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops
 export AGENTOPS_CACHE ?= $(HOME)/.cache/agentops
 
-.PHONY: install demo test test-sqlite test-postgres bench clean
+.PHONY: install demo test test-sqlite test-postgres bench audit clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,12 +24,16 @@ demo: install
 	$(BIN)/python manage.py migrate --noinput -v0
 	$(BIN)/python manage.py agentops demo --port $(PORT)
 
+# The SQLite pass runs everything but the real-process and browser tests; the PostgreSQL pass
+# runs all of it (crash, chaos, browser and real-model tests need PostgreSQL or run once).
 test: install
+	bash scripts/ensure_chromium.sh || [ "$$CI" != "true" ]
+	bash scripts/llama_server.sh build || [ "$$CI" != "true" ]
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-postgres
 
 test-sqlite:
-	AGENTOPS_ENV=test $(BIN)/pytest
+	AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"
 
 test-postgres:
 	@if $(BIN)/python scripts/pg_ready.py "$(TEST_DATABASE_URL)"; then \
@@ -39,6 +43,9 @@ test-postgres:
 	else \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): skipping the PostgreSQL pass"; \
 	fi
+
+audit: install
+	bash scripts/audit.sh
 
 bench: install
 	$(BIN)/python bench/run_all.py

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import DataError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, re_path
@@ -89,8 +89,11 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         # PostgreSQL cannot store NUL in text or jsonb; refuse it the same way on every
         # database instead of failing deep inside a query.
-        if _has_nul(request):
-            return error_response(request, 422, "invalid", "NUL characters are not accepted")
+        try:
+            if _has_nul(request):
+                return error_response(request, 422, "invalid", "NUL characters are not accepted")
+        except RequestDataTooBig:
+            return error_response(request, 413, "too_large", "the request body is too large")
         response = view(request, *args, **kwargs)
         if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
             allow = response.get("Allow", "")

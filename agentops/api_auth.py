@@ -35,17 +35,18 @@ class SessionAuth(APIKeyCookie):
     param_name = settings.SESSION_COOKIE_NAME
 
     def _get_key(self, request: HttpRequest) -> str | None:
-        # Only a caller who has a session can be asked for a CSRF token; anyone else is
-        # simply unauthenticated (401), not "CSRF failed" (403).
-        key = request.COOKIES.get(self.param_name)
-        if key and self.csrf and check_csrf(request):
-            raise HttpError(403, "CSRF check failed: send the X-CSRFToken header")
-        return key
+        return request.COOKIES.get(self.param_name)
 
     def authenticate(self, request: HttpRequest, key: str | None) -> Any | None:
-        """Return the session user when logged in."""
+        """Return the session user when logged in; unsafe methods must carry the CSRF token."""
         user = getattr(request, "user", None)
-        return user if key and user is not None and user.is_authenticated else None
+        if not key or user is None or not user.is_authenticated:
+            # Only a caller who has a session can be asked for a CSRF token; anyone else is
+            # simply unauthenticated (401), not "CSRF failed" (403).
+            return None
+        if self.csrf and not getattr(request, "_ninja_csrf_exempt", False) and check_csrf(request):
+            raise HttpError(403, "CSRF check failed: send the X-CSRFToken header")
+        return user
 
 
 class UserRateThrottle(SimpleRateThrottle):

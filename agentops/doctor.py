@@ -100,11 +100,13 @@ def check_secret_key() -> Check:
     if not key or key == DEV_SECRET_KEY:
         return Check(
             "secret_key", False,
-            "SECRET_KEY is unset or the development default: set a long random SECRET_KEY "
-            "in the environment (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(50))'`).",
+            "SECRET_KEY is unset or the development default: set a long random SECRET_KEY in "
+            "the environment (python -c 'import secrets; print(secrets.token_urlsafe(50))').",
         )
     if len(key) < 50 or len(set(key)) < 5:
-        return Check("secret_key", False, "SECRET_KEY is too short: use at least 50 random characters.")
+        return Check(
+            "secret_key", False, "SECRET_KEY is too short: use at least 50 random characters."
+        )
     return Check("secret_key", True, "SECRET_KEY is set from the environment.")
 
 
@@ -167,7 +169,8 @@ def check_metrics_access() -> Check:
     token = "or with the bearer token" if getattr(settings, "AGENTOPS_METRICS_TOKEN", "") else (
         "(no AGENTOPS_METRICS_TOKEN set)"
     )
-    return Check("metrics_access", True, f"/metrics answers {', '.join(allow) or 'no address'} {token}.")
+    who = ", ".join(allow) or "no address"
+    return Check("metrics_access", True, f"/metrics answers {who} {token}.")
 
 
 def check_redis() -> Check:
@@ -246,7 +249,8 @@ def doctor_checks() -> list[Check]:
     results: list[Check] = []
     for fn in _ALL:
         if fn in _NEED_DATABASE and not results[_ALL.index(check_database)].ok:
-            results.append(Check(fn.__name__.removeprefix("check_"), False, "Skipped: no database."))
+            name = fn.__name__.removeprefix("check_")
+            results.append(Check(name, False, "Skipped: no database."))
         else:
             results.append(fn())
     return results

@@ -55,7 +55,8 @@ def metrics_allowed(request: HttpRequest) -> bool:
     if token:
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        given_bytes, token_bytes = given.strip().encode(), token.encode()
+        if scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, token_bytes):
             return True
     allow = getattr(settings, "AGENTOPS_METRICS_ALLOW", DEFAULT_METRICS_ALLOW)
     return _address_in(request.META.get("REMOTE_ADDR", ""), allow)

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import dj_database_url
 
+from agentops import settings_security
+from agentops.observability.logging import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AGENTOPS_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -60,12 +63,15 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",
     "template_partials",
     "django_q",
     "channels",
     "runs",
     "ledger",
     "approvals",
+    "agentops",
+    "agentops.demo",
 ]
 
 MIDDLEWARE = [
@@ -118,12 +124,14 @@ if "TEST" not in DATABASES["default"] and os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The attention-count index INCLUDEs the id on PostgreSQL; SQLite just ignores INCLUDE.
+SILENCED_SYSTEM_CHECKS = ["models.W040"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/"
-LOGOUT_REDIRECT_URL = "login"
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:queue"
+LOGOUT_REDIRECT_URL = "console:login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -195,11 +203,14 @@ AGENTOPS_INLINE_RESULT_BYTES = _env_int("AGENTOPS_INLINE_RESULT_BYTES", 8_000)
 AGENTOPS_MODEL_BASE_URL = os.environ.get("AGENTOPS_MODEL_BASE_URL", "")
 AGENTOPS_MODEL_API_KEY = os.environ.get("AGENTOPS_MODEL_API_KEY", "")
 AGENTOPS_MODEL_NAME = os.environ.get("AGENTOPS_MODEL_NAME", "")
+AGENTOPS_MODEL_TIMEOUT_S = _env_float("AGENTOPS_MODEL_TIMEOUT_S", 60.0)
+AGENTOPS_MODEL_CONTEXT_WINDOW = _env_int("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)
+# Per-user API rate limit, e.g. "600/m"; unset means no limit.
+AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
-}
+LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
+                         level=os.environ.get("LOG_LEVEL", "WARNING"))
+
+# Production security (secure cookies, HSTS, CSP, login throttling, whitenoise): see
+# agentops/settings_security.py and docs/security.md.
+settings_security.apply(globals(), debug=DEBUG)

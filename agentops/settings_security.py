@@ -32,7 +32,9 @@ def _env(name: str, default: str) -> str:
 
 def _env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
-    return default if raw is None or raw == "" else raw.strip().lower() in {"1", "true", "yes", "on"}
+    if raw is None or raw.strip() == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _env_int(name: str, default: int) -> int:

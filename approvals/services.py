@@ -65,9 +65,9 @@ def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
 
 def approval_lock(approval_id: int) -> Approval:
     """Return the approval locked for a decision; a decided one raises AlreadyDecided."""
-    # of=("self",): PostgreSQL cannot lock the nullable side of the decided_by outer join.
-    approval = (Approval.objects.select_for_update(of=("self",)).select_related("decided_by")
-                .get(pk=approval_id))
+    # No select_related: a join read while waiting for the lock would show the decider as it
+    # was before the winner committed; decided_by is loaded after the lock, current.
+    approval = Approval.objects.select_for_update().get(pk=approval_id)
     if approval.status != ApprovalStatus.PENDING:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         raise AlreadyDecided(
@@ -246,7 +246,8 @@ def _expire_deny(a: Approval, run: Run) -> None:
     call = a.tool_call
     data = {"approval": a.pk, "tool_call_id": call.tool_call_id, "outcome": "deny"}
     events = [NewEvent("approval.expired", data, tool_call_id=call.tool_call_id),
-              _rejected_result(call, f"not approved in time ({a.reason}); denied by default",
+              _rejected_result(call, f"approval expired: not approved in time ({a.reason}); "
+                                     "denied by default",
                                "system", category="approval_expired")]
     write = toolcall_update(call, TC.REJECTED, finished_at=clock.now(),
                             error_class="approval_expired", error=a.reason)
@@ -270,9 +271,13 @@ def _expire_rerequest(a: Approval, run: Run) -> None:
         risk=a.risk, why=a.why, state_seq=a.state_seq, plan_version=a.plan_version,
         requested_by=a.requested_by, expiry_outcome=a.expiry_outcome,
         expires_at=clock.now() + max(window, dt.timedelta(minutes=1)))
+    fields = None
+    if run.status == RunStatus.WAITING:
+        data = dict(run.wait_data)
+        data["approvals"] = [x for x in data.get("approvals", []) if x != a.pk] + [fresh.pk]
+        fields = {"wait_until": fresh.expires_at, "wait_data": data}
     event_append(run=run, events=[NewEvent("approval.expired", {
-        "approval": a.pk, "outcome": "rerequest", "new_approval": fresh.pk})],
-        fields={"wait_until": fresh.expires_at} if run.status == RunStatus.WAITING else None)
+        "approval": a.pk, "outcome": "rerequest", "new_approval": fresh.pk})], fields=fields)
 
 
 def _expire_escalate(a: Approval, run: Run) -> None:
@@ -292,7 +297,7 @@ _EXPIRY = {ExpiryOutcome.DENY: _expire_deny, ExpiryOutcome.CANCEL_RUN: _expire_c
 
 def approvals_expire_due(*, limit: int = 100) -> list[int]:
     """Expire every pending approval past its deadline (the sweeper calls this)."""
-    due = list(Approval.objects.filter(status=ApprovalStatus.PENDING,
+    due = list(Approval.objects.filter(status=ApprovalStatus.PENDING, escalated=False,
                                        expires_at__lt=clock.now())
                .order_by("expires_at").values_list("pk", flat=True)[:limit])
     return [pk for pk in due if approval_expire(approval=Approval(pk=pk))]

@@ -41,3 +41,22 @@ registry.register(Agent(name="bench-chatty", version="1", system_prompt="Benchma
                         tools=[echo], plan=[StepSpec("s")],
                         model=lambda: ScriptedModel(_chatty_script, context_window=10_000_000),
                         max_turns_per_step=100_000))
+
+
+@tool(effect="read")
+def slow_step(ctx, i: int) -> ToolResult:
+    """Take a fifth of a second (a step long enough to kill a worker in the middle of it)."""
+    import time
+
+    time.sleep(0.2)
+    return ToolResult(facts={"i": i}, summary="ok")
+
+
+def _slow_script(ctx: ScriptContext) -> ModelReply:
+    steps = int(ctx.input.get("steps", 100))
+    return call("slow_step", i=ctx.turn) if ctx.turn <= steps else say("done")
+
+
+registry.register(Agent(name="bench-slow", version="1", system_prompt="Benchmark.",
+                        tools=[slow_step], plan=[StepSpec("s")],
+                        model=lambda: ScriptedModel(_slow_script), max_turns_per_step=100_000))

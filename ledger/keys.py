@@ -13,16 +13,19 @@ def args_hash(args: dict[str, Any]) -> str:
 
 
 def idempotency_key(*, run_id: Any, step: str, tool: str, args: dict[str, Any],
-                    turn: int | None = None) -> str:
+                    turn: int | None = None, epoch: int = 0) -> str:
     """Return hash(run, step, tool, canonical args) — plus the turn for reads.
 
     Writes leave the turn out, so the model asking again for the same write in the same step
     maps to the same ledger row and never runs twice. Reads include it: asking again for a read
-    (polling) is a new call.
+    (polling) is a new call. ``epoch`` counts rollbacks: a write undone by a rollback may be
+    made again afterwards.
     """
     parts = [str(run_id), step, tool, canonical_json(args)]
     if turn is not None:
         parts.append(str(turn))
+    if epoch:
+        parts.append(f"epoch:{epoch}")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

@@ -32,6 +32,9 @@ class ToolCall(models.Model):
         max_length=24, choices=ToolCallStatus.choices, default=ToolCallStatus.PENDING
     )
     attempts = models.PositiveIntegerField(default=0)
+    retry_base = models.PositiveIntegerField(
+        default=0, help_text="attempts made before an operator re-opened the call"
+    )
     facts = models.JSONField(null=True, blank=True)
     summary = models.TextField(blank=True)
     artifact_sha256 = models.CharField(max_length=64, blank=True)

@@ -12,31 +12,31 @@ from ninja import Header, Path, Query, Router, Status
 from agentops import api_auth
 from approvals import limits
 from approvals.actions import RUN_ACTIONS
+from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
 from runs import services
-from runs.services_signals import run_fork, run_signal
 from runs.models import BudgetPolicy
 from runs.schemas import (
     ActionIn,
     ActionOut,
-    ForkIn,
-    SignalIn,
-    action_params,
     BudgetPolicyCreateIn,
     BudgetPolicyIn,
     BudgetPolicyOut,
     CancelIn,
     EventPageOut,
+    ForkIn,
+    RunCreateIn,
     RunFiltersIn,
     RunOut,
-    RunCreateIn,
     RunPageOut,
+    SignalIn,
     SignalOut,
     SnapshotOut,
     SnapshotStateOut,
     StepOut,
+    action_params,
 )
-from ledger.schemas import ToolCallOut
+from runs.services_signals import run_fork, run_signal
 
 router = Router(tags=["runs"])
 admin_router = Router(tags=["admin"])

@@ -85,7 +85,8 @@ def _decode(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
         raise BadCursor("the cursor is not valid; start again without one") from None
 
 
-def run_list_page(*, query: RunQuery, cursor: str = "", limit: int = 50) -> tuple[list[Run], str | None]:
+def run_list_page(*, query: RunQuery, cursor: str = "",
+                  limit: int = 50) -> tuple[list[Run], str | None]:
     """Return one page of runs, newest first, and the next page's cursor (None at the end)."""
     qs = run_query(query=query)
     if cursor:
@@ -95,12 +96,6 @@ def run_list_page(*, query: RunQuery, cursor: str = "", limit: int = 50) -> tupl
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (_encode(rows[-1]) if more and rows else None)
-
-
-def run_ids_matching(*, query: RunQuery, limit: int) -> list[uuid.UUID]:
-    """Return the ids of up to ``limit`` runs matching ``query``, oldest first."""
-    return list(run_query(query=query).order_by("created_at", "id")
-                .values_list("pk", flat=True)[:limit])
 
 
 def step_list(*, run: Run) -> list[Step]:

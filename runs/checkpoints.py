@@ -185,8 +185,9 @@ def _meta(run: Run, state: dict[str, Any], files: dict[str, bytes]) -> dict[str,
 
 
 def _dump(value: Any) -> bytes:
+    # Key order is kept, not sorted: the order of facts is the order the model sees them in.
     check_json(value, "$checkpoint")
-    return (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 def _write_atomically(target: Path, files: dict[str, bytes]) -> None:

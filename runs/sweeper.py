@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
 from agentops import clock
-from runs.engine.approval_waits import approvals_expire
+from approvals.services import approvals_expire_due
 from runs.engine.recovery import runs_recover_expired, runs_requeue_stale
 from runs.engine.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
@@ -53,7 +53,7 @@ def sweep_once(*, name: str | None = None) -> SweepReport:
         recovered=runs_recover_expired(),
         requeued=runs_requeue_stale(),
         timers=timers_wake(),
-        approvals=approvals_expire(),
+        approvals=approvals_expire_due(),
         signals=signals_wake(),
         children=children_wake(),
         timeouts=waits_time_out(),

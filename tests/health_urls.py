@@ -2,7 +2,7 @@
 from django.contrib import admin
 from django.contrib.auth.views import LoginView
 from django.http import HttpResponse
-from django.urls import path
+from django.urls import include, path
 from django.views.decorators.http import require_GET
 
 from agentops import health
@@ -20,4 +20,6 @@ urlpatterns = [
     path("login/", LoginView.as_view(template_name="admin/login.html"), name="login"),
     path("page/", _page, name="page"),
     path("admin/", admin.site.urls),
+    # The console's namespace, so LOGIN_REDIRECT_URL ("console:queue") resolves after a login.
+    path("console/", include("runs.urls")),
 ]

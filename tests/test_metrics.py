@@ -126,3 +126,22 @@ def test_database_gauges_can_be_left_out_for_worker_hosts(client, settings):
     samples = _scrape(client)
     assert not any(name == "agentops_runs" for name, _ in samples)
     assert any(name == "agentops_recoveries_total" for name, _ in samples)
+
+
+def test_multiprocess_mode_adds_up_counters_of_every_process(tmp_path):
+    """With PROMETHEUS_MULTIPROC_DIR, one exposition sums the counters of other processes."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    bump = ("from agentops.observability import metrics as m; m.count_recovery(); "
+            "m.observe_tool_call('fetch', 'ok', 0.1)")
+    for _ in range(2):  # two separate worker processes
+        subprocess.run([sys.executable, "-c", bump], env=env, check=True, timeout=60)
+    show = ("import sys; from agentops.observability import metrics as m; "
+            "sys.stdout.write(m.metrics_exposition(include_database=False).decode())")
+    out = subprocess.run([sys.executable, "-c", show], env=env, check=True, timeout=60,
+                         capture_output=True, text=True).stdout
+    assert "agentops_recoveries_total 2.0" in out
+    assert 'agentops_tool_calls_total{outcome="ok",tool="fetch"} 2.0' in out

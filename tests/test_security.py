@@ -52,7 +52,6 @@ def _with_axes(settings, tmp_path, *, debug: bool) -> Iterator[None]:
         settings.AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
     import axes.conf
     from axes import signals
-
     from axes.handlers.proxy import AxesProxyHandler
 
     importlib.reload(axes.conf)  # axes sets its defaults on settings once, at first import

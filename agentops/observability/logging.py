@@ -16,7 +16,7 @@ from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt")
 
-_context: ContextVar[dict[str, Any]] = ContextVar("agentops_run_log_context", default={})
+_context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_context", default=None)
 
 
 @contextmanager
@@ -26,7 +26,7 @@ def run_log_context(**fields: Any) -> Iterator[None]:
     if unknown:
         raise TypeError(f"run_log_context takes {', '.join(RUN_FIELDS)}; got {sorted(unknown)}")
     values = {k: (str(v) if k == "run_id" else v) for k, v in fields.items() if v is not None}
-    token = _context.set({**_context.get(), **values})
+    token = _context.set({**(_context.get() or {}), **values})
     try:
         yield
     finally:
@@ -35,7 +35,7 @@ def run_log_context(**fields: Any) -> Iterator[None]:
 
 def run_log_fields() -> dict[str, Any]:
     """Return the current run context (every field, None where unset)."""
-    current = _context.get()
+    current = _context.get() or {}
     return {name: current.get(name) for name in RUN_FIELDS}
 
 
@@ -73,7 +73,8 @@ class PlainFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Format the record, then append the run fields that are set."""
         line = super().format(record)
-        ids = [f"{n}={getattr(record, n)}" for n in RUN_FIELDS if getattr(record, n, None) is not None]
+        values = ((name, getattr(record, name, None)) for name in RUN_FIELDS)
+        ids = [f"{name}={value}" for name, value in values if value is not None]
         return f"{line} [{' '.join(ids)}]" if ids else line
 
 

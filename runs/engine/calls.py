@@ -48,6 +48,13 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
         p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name, args=p.args or {},
                                 turn=None if p.spec.is_write else turn)
     existing = _existing([p.key for p in valid if p.spec.is_write])
+    for p in valid:
+        prior = existing.get(p.key)
+        if prior is not None and prior.status == ToolCallStatus.COMPENSATED:
+            # Undone by a rollback: the same write may be made again, under a new key.
+            p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name,
+                                    args=p.args or {}, epoch=session.state.get("rollbacks", 0))
+            existing.update(_existing([p.key]))
     rows, approvals = [], []
     for p in planned:
         if p.error:

@@ -19,6 +19,11 @@ def check_json(value: Any, path: str = "$") -> None:
     if isinstance(value, str):
         if "\x00" in value:
             raise NotJSONSerializable(path, "string with a NUL character")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise NotJSONSerializable(path, "string with an unpaired surrogate") from None
         return
     if isinstance(value, _SCALARS):
         return
@@ -40,8 +45,11 @@ def check_json(value: Any, path: str = "$") -> None:
 
 
 def strip_nul(text: str) -> str:
-    """Return ``text`` with NUL characters replaced (model output may contain them)."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    """Return ``text`` without NULs or unpaired surrogates (model output may contain them)."""
+    text = text.replace("\x00", "\ufffd") if "\x00" in text else text
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def canonical_json(value: Any) -> str:

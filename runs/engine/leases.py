@@ -54,6 +54,53 @@ def heartbeat_for(run: Run, owner: str, tokens: Sequence[CancelToken]) -> Callab
     return beat
 
 
+class _Keeper:
+    """One daemon thread per process renewing the leases of tool calls that run long.
+
+    Registering a call costs a dict insert; only calls still running after a third of the
+    TTL ever touch the database from the keeper, so short tool calls cost nothing extra.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: dict[int, tuple[float, float, Callable[[], bool]]] = {}
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def add(self, beat: Callable[[], bool], interval: float) -> int:
+        with self._lock:
+            key = id(beat)
+            self._due[key] = (clock.monotonic() + interval, interval, beat)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="lease-keeper",
+                                                daemon=True)
+                self._thread.start()
+        return key
+
+    def remove(self, key: int) -> None:
+        with self._lock:
+            self._due.pop(key, None)
+
+    def _loop(self) -> None:
+        close_old_connections()
+        while True:
+            self._wake.wait(0.2)
+            now = clock.monotonic()
+            with self._lock:
+                ready = [(k, v) for k, v in self._due.items() if v[0] <= now]
+            for key, (_, interval, beat) in ready:
+                alive = beat()
+                with self._lock:
+                    if key in self._due:
+                        if alive:
+                            self._due[key] = (now + interval, interval, beat)
+                        else:
+                            del self._due[key]
+
+
+_KEEPER = _Keeper()
+
+
 @contextmanager
 def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
                *, every_s: float | None = None) -> Iterator[Callable[[], bool]]:
@@ -64,24 +111,11 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     """
     beat = heartbeat_for(run, owner, tokens)
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
-    stop = threading.Event()
-
-    def keep() -> None:
-        close_old_connections()
-        try:
-            while not stop.wait(interval):
-                if not beat():
-                    return
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=keep, name=f"lease-{str(run.pk)[:8]}", daemon=True)
-    thread.start()
+    key = _KEEPER.add(beat, interval)
     try:
         yield beat
     finally:
-        stop.set()
-        thread.join(timeout=interval + 5)
+        _KEEPER.remove(key)
 
 
 def lease_state(run_id: Any) -> dict[str, Any] | None:

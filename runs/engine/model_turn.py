@@ -22,10 +22,11 @@ from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
+from runs.engine.leases import lease_kept
 from runs.engine.jsonstate import sha256_json, strip_nul
 from runs.engine.outcomes import block, retry_later
 from runs.engine.session import RunSession
-from runs.engine.stall import STALL_ROUNDS, loop_evidence
+from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.toolrun import execute_reads_inline
 
 PLAN_STEP = "_plan"
@@ -57,7 +58,9 @@ def model_turn(session: RunSession, step: str) -> None:
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [t.schema() for t in session.agent.tools]
     tools += page_tools(s) if step != PLAN_STEP else []
     try:
-        reply = session.model().complete(messages=messages, tools=tools)
+        # A real model call may outlast the lease: keep it renewed while we wait.
+        with lease_kept(session.run, session.worker, []):
+            reply = session.model().complete(messages=messages, tools=tools)
     except ModelError as err:
         _model_failed(session, step, err)
         return
@@ -139,7 +142,8 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
             "calls": [p.event_json() for p in planned]}
     if looping:
         names = sorted({p.name for p, h in zip(planned, hashes) if h in looping})
-        block(session, "loop", f"the same call repeated {len(looping)}x: {', '.join(names)}",
+        block(session, "loop", f"the same call was asked for {LOOP_REPEATS} times with the same "
+              f"arguments: {', '.join(names)}",
               events=[NewEvent("model.replied", data)], tool=names[0])
         return
     if all(p.error for p in planned) and _repairs(s) >= MAX_REPAIRS - 1:

@@ -329,3 +329,8 @@ def _imported(state: State, d: dict[str, Any], e: Event) -> None:
     state.update(restored)
     state["imported"] = {"seq": e["seq"], "turn": restored.get("turn", 0),
                          "from_run": d.get("from_run"), "from_seq": d.get("from_seq")}
+
+
+@_on("run.migrated")
+def _migrated(state: State, d: dict[str, Any], e: Event) -> None:
+    state["run"]["version"] = d.get("to_version", state["run"].get("version"))

@@ -21,6 +21,7 @@ from agentops.llm.protocol import ModelClient
 from runs.engine import reducer
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import snapshot_build
+from runs.engine.steps import step_rows_writer
 from runs.engine.transition import run_transition
 from runs.models import Run
 from runs.statuses import RunStatus, StepStatus
@@ -28,6 +29,24 @@ from runs.statuses import RunStatus, StepStatus
 SNAPSHOT_MIN_BYTES = 16_384
 _REST = {RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN,
          RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+
+
+def state_projection(s: dict[str, Any]) -> dict[str, Any]:
+    """Return the Run columns derived from a run's state (what every writer stores)."""
+    usage = s["usage"]
+    keys = {p["key"] for p in s["plan"]}
+    done = sum(1 for k, st in s["steps"].items()
+               if k in keys and st["status"] in (StepStatus.SUCCEEDED, StepStatus.SKIPPED))
+    return {
+        "current_step": s["current_step"] or "",
+        "steps_total": len(s["plan"]),
+        "steps_done": done,
+        "plan_version": s["plan_version"],
+        "tokens_used": usage["tokens"],
+        "model_calls": usage["model_calls"],
+        "tool_calls": usage["tool_calls"],
+        "cost_micros": usage["cost_micros"],
+    }
 
 
 @dataclass
@@ -78,6 +97,9 @@ class RunSession:
                 seconds=settings.AGENTOPS_LEASE_TTL_S
             )
         extra = list(also)
+        steps = step_rows_writer(self.run.pk, written, self.state)
+        if steps is not None:
+            extra.append(steps)
         phase = milestone or ("rest" if to in _REST else "")
         if self._snapshot_due(phase):
             extra.append(self._snapshot(phase or "periodic"))
@@ -93,20 +115,7 @@ class RunSession:
 
     def projection(self) -> dict[str, Any]:
         """Return the Run columns derived from the state."""
-        s = self.state
-        usage = s["usage"]
-        done = sum(1 for st in s["steps"].values()
-                   if st["status"] in (StepStatus.SUCCEEDED, StepStatus.SKIPPED))
-        return {
-            "current_step": s["current_step"] or "",
-            "steps_total": len(s["plan"]),
-            "steps_done": done,
-            "plan_version": s["plan_version"],
-            "tokens_used": usage["tokens"],
-            "model_calls": usage["model_calls"],
-            "tool_calls": usage["tool_calls"],
-            "cost_micros": usage["cost_micros"],
-        }
+        return state_projection(self.state)
 
     def _snapshot_due(self, phase: str) -> bool:
         # Amortised: a snapshot costs its size, so take one only when the events since the

@@ -43,7 +43,7 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
         return _unknown(call, n, outcome, attempt)
     if outcome.category == "invalid_arguments":
         return _model_visible_failure(call, n, outcome, attempt)
-    if outcome.retryable and n < spec.retry:
+    if outcome.retryable and n - call.retry_base < spec.retry:
         delay = retry_delay(n, outcome.next_retry_delay)
         status = S.TIMED_OUT if outcome.status == "timed_out" else S.FAILED
         at = clock.now() + dt.timedelta(seconds=delay)
@@ -55,7 +55,7 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
                                          "error": outcome.message[:500]},
                           [ev], attempt, "retry", at, outcome.category)
     exhausted = outcome.retryable
-    category = outcome.category if not exhausted else outcome.category
+    category = outcome.category
     error = _error(outcome, exhausted)
     ev = result_event(call.tool_call_id, attempt=n, status="failed", error=error)
     detail = f"{call.tool} failed: {outcome.message}" + (

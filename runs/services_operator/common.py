@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any
 
 from django.db import transaction
@@ -11,7 +10,7 @@ from django.db import transaction
 from approvals.errors import ActionNotApplicable
 from runs.engine import reducer
 from runs.engine.events import NewEvent
-from runs.engine.session import RunSession
+from runs.engine.session import state_projection
 from runs.engine.snapshots import load_state
 from runs.engine.transition import run_transition
 from runs.models import Run
@@ -43,9 +42,6 @@ def run_locked(run: Run, statuses: Sequence[str], verb: str) -> Iterator[dict[st
         yield load_state(run.pk)
 
 
-def state_projection(state: dict[str, Any]) -> dict[str, Any]:
-    """Return the Run columns derived from ``state`` (the same as a worker writes)."""
-    return RunSession.projection(SimpleNamespace(state=state))  # type: ignore[arg-type]
 
 
 def requeue(run: Run, state: dict[str, Any], events: list[NewEvent], *, reason: str,

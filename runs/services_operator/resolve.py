@@ -53,8 +53,9 @@ def _reopen_failed(run: Run, state: dict[str, Any], events: list[NewEvent],
         events.append(NewEvent("tool.reopened", {"id": call.tool_call_id, "step": call.step_key,
                                                  "turn": call.turn, "name": call.tool},
                                tool_call_id=call.tool_call_id))
+    # A fresh retry budget for the tool: attempts count again from here.
     also.append(toolcall_update(call, TC.PENDING, not_before=None, error_class="", error="",
-                                finished_at=None))
+                                finished_at=None, retry_base=call.attempts))
     changes["reopened"].append(call.tool_call_id)
 
 

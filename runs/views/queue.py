@@ -82,5 +82,5 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     outcome = _dispatch.bulk(verb=context["verb"], run_ids=run_ids,
                              queryset=qs if context["all_matching"] else None,
                              user=request.user, reason=context["bulk_reason"].strip())
-    return {"results": outcome.results, "unavailable": outcome.unavailable,
+    return {"results": outcome.results,
             "errors": [outcome.error] if outcome.error else []}

@@ -71,3 +71,9 @@ def test_the_openapi_document_and_docs_are_served(anonymous):
     assert op["responses"]["401"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ErrorOut"}
     assert anonymous.get("/api/docs").status_code == 200
+
+
+def test_an_oversized_body_is_413_with_the_shape(admin, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = admin.post("/api/keys", {"name": "x" * 2000}, content_type="application/json")
+    assert_error(response, 413, "too_large")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -59,6 +61,21 @@ class Caller:
 def _no_rate_limit(settings, agent) -> None:
     """Let the fuzzer call as fast as it likes (the test agent starts no workers)."""
     settings.AGENTOPS_API_RATE = None
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    """Keep the test's transaction open across requests, as Django's own test client does.
+
+    The WSGI app fires request_finished, whose close_old_connections would close a
+    PostgreSQL connection that sits inside the test's transaction.
+    """
+    signals = (request_started, request_finished)
+    for signal in signals:
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in signals:
+        signal.connect(close_old_connections)
 
 
 def _caller(make_user, role: str) -> Caller:

@@ -175,3 +175,24 @@ def test_every_run_action_needs_a_reason(engine, users):
         ACTIONS["retry"].execute(users["operator"], run, "  ")
     run.refresh_from_db()
     assert run.status == "blocked"
+
+
+def test_retry_after_a_loop_closes_the_calls_that_never_ran_and_resets_the_guards(engine, users):
+    same = call("lookup", item="x")
+    agent("looper", {"s": [same] * 6 + [say("done at last")]}, ["s"])
+    run = run_start(agent="looper", goal="g")
+    assert drive(run) == "blocked" and run.attention_reason == "loop_detected"
+    state = load_state(run.pk)
+    orphans = list(state["open_calls"])
+    assert orphans and not ToolCall.objects.filter(tool_call_id__in=orphans).exists()
+    ACTIONS["retry"].execute(users["operator"], run, "looked fine to me")
+    state = load_state(run.pk)
+    assert state["open_calls"] == {} and state["guards"]["recent_calls"] == []
+    assert model_result(state, orphans[0])["status"] == "cancelled"
+    # Fresh guards: the agent gets two more real calls before the same loop stops it again.
+    assert drive(run) == "blocked" and run.attention_reason == "loop_detected"
+    assert ToolCall.objects.filter(run=run, tool="lookup").count() == 4
+
+
+def model_result(state: dict, call_id: str) -> dict:
+    return next(c["result"] for t in state["turns"] for c in t["calls"] if c["id"] == call_id)

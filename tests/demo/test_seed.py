@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import authenticate
+from django.contrib.auth.models import User
 
 from agentops.demo import seed, world
 from agentops.demo.models import WorldEffect
@@ -20,8 +20,8 @@ def test_seed_ends_each_scenario_in_its_state(demo):
     assert EVERY_STATE <= set(states.values())
     assert world.effects_duplicated() == []
     for username, password, role in logins:
-        user = authenticate(username=username, password=password)
-        assert user is not None and user.groups.filter(name=role).exists()
+        user = User.objects.get(username=username)
+        assert user.check_password(password) and user.groups.filter(name=role).exists()
 
 
 def test_seeding_twice_starts_nothing_new_and_repeats_no_effect(demo):

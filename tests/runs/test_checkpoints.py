@@ -34,7 +34,7 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_export_writes_four_files_with_checksums(finished, tmp_path):
-    out = checkpoint_export(run=finished, directory=tmp_path / "cp")
+    out = checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
     assert sorted(p.name for p in out.iterdir()) == ["context.json", "env.json", "meta.json",
                                                      "state.json"]
     meta = json.loads((out / "meta.json").read_text())
@@ -45,12 +45,12 @@ def test_export_writes_four_files_with_checksums(finished, tmp_path):
     assert {"name": "charge", "effect": "write", "effect_class": "idempotent",
             "idempotent": True, "probe": False} in env["tools"]
     assert env["python"] and env["django"] and "AGENTOPS_INLINE_RESULT_BYTES" in env["settings"]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["cp"]
 
 
 def test_round_trip_gives_the_source_state(finished, tmp_path):
     source = load_state(finished.pk)
-    out = checkpoint_export(run=finished, directory=tmp_path / "cp")
+    out = checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
     copy = checkpoint_import(directory=out, actor="support")
     assert copy.pk != finished.pk and copy.status == "queued" and copy.goal == "sell a book"
     imported = load_state(copy.pk)
@@ -62,7 +62,7 @@ def test_round_trip_gives_the_source_state(finished, tmp_path):
 
 
 def test_an_imported_run_passes_its_self_check_and_finishes(finished, tmp_path, engine):
-    copy = checkpoint_import(directory=checkpoint_export(run=finished, directory=tmp_path / "cp"))
+    copy = checkpoint_import(directory=checkpoint_export(run=finished, directory=tmp_path / "out" / "cp"))
     assert drive(copy) == "succeeded"
     assert Event.objects.filter(run=copy, type="guard.self_checked").count() == 1
     assert engine.world.count("charge") == 1  # the source's charge; nothing ran twice
@@ -71,7 +71,7 @@ def test_an_imported_run_passes_its_self_check_and_finishes(finished, tmp_path, 
 def test_export_at_an_earlier_seq_and_the_import_continues_from_there(finished, tmp_path, engine):
     seq = Event.objects.get(run=finished, type="step.completed", data__step="quote").seq
     copy = checkpoint_import(directory=checkpoint_export(run=finished, seq=seq,
-                                                         directory=tmp_path / "cp"))
+                                                         directory=tmp_path / "out" / "cp"))
     assert _same(load_state(copy.pk), load_state(finished.pk, upto_seq=seq))
     assert drive(copy) == "succeeded"
     assert engine.world.count("charge") == 2  # a new run, with its own idempotency keys
@@ -89,8 +89,8 @@ def test_a_crash_mid_export_leaves_nothing_import_would_accept(finished, tmp_pat
 
     monkeypatch.setattr(checkpoints, "_write_file", dies_on_the_third)
     with pytest.raises(OSError):
-        checkpoint_export(run=finished, directory=tmp_path / "cp")
-    assert list(tmp_path.iterdir()) == []  # no target, no temporary directory
+        checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
+    assert list((tmp_path / "out").iterdir()) == []  # no target, no temporary directory
 
 
 def test_a_killed_export_leaves_only_a_hidden_partial_directory_that_is_refused(
@@ -105,9 +105,9 @@ def test_a_killed_export_leaves_only_a_hidden_partial_directory_that_is_refused(
     monkeypatch.setattr(checkpoints, "_write_file", killed_before_meta)
     monkeypatch.setattr(checkpoints.shutil, "rmtree", lambda *a, **k: None)
     with pytest.raises(KeyboardInterrupt):
-        checkpoint_export(run=finished, directory=tmp_path / "cp")
-    assert not (tmp_path / "cp").exists()
-    [partial] = list(tmp_path.iterdir())
+        checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
+    assert not (tmp_path / "out" / "cp").exists()
+    [partial] = list((tmp_path / "out").iterdir())
     assert partial.name.startswith(".cp.") and partial.name.endswith(".partial")
     with pytest.raises(CheckpointRejected, match="has no meta.json"):
         checkpoint_import(directory=partial)
@@ -116,7 +116,7 @@ def test_a_killed_export_leaves_only_a_hidden_partial_directory_that_is_refused(
 @pytest.fixture
 def exported(finished, tmp_path):
     """A checkpoint directory of the finished run."""
-    return checkpoint_export(run=finished, directory=tmp_path / "cp")
+    return checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
 
 
 def _rewrite(path, change):
@@ -183,9 +183,9 @@ def test_an_agent_whose_tools_differ_here_is_refused(exported, engine):
 
 
 def test_export_refuses_an_existing_directory(finished, tmp_path):
-    (tmp_path / "cp").mkdir()
+    (tmp_path / "out" / "cp").mkdir(parents=True)
     with pytest.raises(CheckpointRejected, match="already exists"):
-        checkpoint_export(run=finished, directory=tmp_path / "cp")
+        checkpoint_export(run=finished, directory=tmp_path / "out" / "cp")
 
 
 def test_a_missing_file_is_refused(exported, tmp_path):

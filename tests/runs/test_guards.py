@@ -37,7 +37,7 @@ def test_loop_detection_keeps_the_repeating_calls_as_evidence(engine):
     run = run_start(agent="looper", goal="g")
     assert drive(run) == "blocked"
     assert run.attention_reason == "loop_detected"
-    assert "lookup" in run.attention_detail and "repeated" in run.attention_detail
+    assert "lookup" in run.attention_detail and "asked for 3 times" in run.attention_detail
 
 
 def test_stall_after_rounds_without_progress(engine):

@@ -20,6 +20,10 @@ def test_mixed_run_succeeds_and_records_everything(engine):
     assert run.steps_done == 4 and run.steps_total == 4
     assert replay_state(run.pk) == load_state(run.pk)
     assert run.model_calls == 8 and run.tool_calls == 4
+    steps = list(run.steps.order_by("position").values_list("key", "status"))
+    assert steps == [("quote", "succeeded"), ("pay", "succeeded"), ("ship", "succeeded"),
+                     ("notify", "succeeded")]
+    assert all(s.started_at and s.finished_at for s in run.steps.all())
 
 
 def test_invalid_arguments_are_model_visible_not_a_crash(engine):

@@ -113,13 +113,14 @@ def test_expired_approval_is_requested_again(engine):
     assert run.status == "waiting" and run.wait_data["approvals"] == [fresh.pk]
 
 
-def test_expired_approval_escalates_and_keeps_waiting(engine):
+def test_expired_approval_escalates_to_an_operator(engine):
     run, approval = _approval_run(engine, "exp_esc", "escalate")
     with later(61):
         sweep_once()
         sweep_once()
     approval.refresh_from_db()
-    assert approval.escalated and approval.status == "pending"
-    assert _types(run).count("approval.escalated") == 1
+    assert approval.escalated and approval.status == "expired"
+    assert _types(run).count("approval.expired") == 1
     run.refresh_from_db()
-    assert run.status == "waiting"
+    assert (run.status, run.attention_reason) == ("blocked", "approval_expired")
+    assert run.recommended_action == "retry"

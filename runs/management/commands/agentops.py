@@ -1,7 +1,6 @@
-"""manage.py agentops: worker, sweep, run, doctor — what an operator types on a worker host."""
+"""manage.py agentops: worker, sweep, run, doctor, demo, export, import."""
 from __future__ import annotations
 
-import importlib
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -10,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 class Command(BaseCommand):
     """Start a worker host, sweep once, start and follow a run, or check the configuration."""
 
-    help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | doctor")
+    help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | doctor"
+            " | demo [--port N] | export RUN [--seq N] DIR | import DIR")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="sub", required=True)
@@ -27,6 +27,14 @@ class Command(BaseCommand):
                        help="tick the run in this process (no worker needed); implies --follow")
         r.add_argument("--timeout", type=float, default=600.0, help="seconds to follow")
         sub.add_parser("doctor", help="check the configuration")
+        d = sub.add_parser("demo", help="seed the demo, serve it with a worker; Ctrl-C stops")
+        d.add_argument("--port", type=int, default=8000)
+        e = sub.add_parser("export", help="write a run's checkpoint files")
+        e.add_argument("run")
+        e.add_argument("--seq", type=int, default=None)
+        e.add_argument("directory")
+        i = sub.add_parser("import", help="start a new run from checkpoint files")
+        i.add_argument("directory")
 
     def handle(self, *args, sub: str, **opts) -> None:
         getattr(self, f"_{sub}")(**opts)
@@ -64,13 +72,40 @@ class Command(BaseCommand):
                 raise CommandError(f"run {run.pk} {run.status}")
 
     def _doctor(self, **_) -> None:
-        try:
-            doctor = importlib.import_module("agentops.doctor")
-        except ImportError:
-            raise CommandError("agentops.doctor is not installed in this build") from None
-        checks = doctor.doctor_checks()
+        from agentops.doctor import doctor_checks
+
+        checks = doctor_checks()
         for c in checks:
             self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]
         if failed:
             raise CommandError(f"{len(failed)} of {len(checks)} checks failed")
+
+    def _demo(self, *, port: int, **_) -> None:
+        from agentops.demo.launch import demo_main
+
+        if demo_main(port, out=self.stdout) != 0:
+            raise CommandError("the demo stopped with an error")
+
+    def _export(self, *, run: str, seq: int | None, directory: str, **_) -> None:
+        from agentops.errors import AgentOpsError
+        from runs.checkpoints import checkpoint_export
+        from runs.models import Run
+
+        try:
+            path = checkpoint_export(run=Run.objects.get(pk=run), seq=seq, directory=directory)
+        except (Run.DoesNotExist, ValueError):
+            raise CommandError(f"no run {run}") from None
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"exported {run} to {path}")
+
+    def _import(self, *, directory: str, **_) -> None:
+        from agentops.errors import AgentOpsError
+        from runs.checkpoints import checkpoint_import
+
+        try:
+            new = checkpoint_import(directory=directory, actor="cli")
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"imported as run {new.pk} (queued)")

@@ -1,0 +1,76 @@
+"""A demo agent run end to end through the engine on a real model (Gemma 3 270M, llama.cpp).
+
+The demo's model factory switches to the OpenAI-compatible client when AGENTOPS_MODEL_* are
+set, and ForcedToolModel forces each step's tool (the only way this small model emits tool
+calls). Its argument values are often wrong, so this checks the structure the engine keeps:
+ledger rows for the calls, tool_call_id pairing in the context, usage recorded.
+"""
+from __future__ import annotations
+
+import pytest
+
+from agentops.agents import Agent, StepSpec, registry
+from agentops.demo import scripts, tools
+from agentops.demo.agents import model_factory
+from agentops.demo.forced import ForcedToolModel
+from ledger.models import ToolCall
+from runs.engine.context import context_build
+from runs.engine.snapshots import load_state
+from runs.models import Event
+from runs.services import run_start
+from runs.statuses import RUNNABLE
+from tests.conftest import drive
+
+from .conftest import N_CTX
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.django_db]
+STEP_TOOLS = {"order": "get_order", "policy": "check_return_policy"}
+
+
+@pytest.fixture
+def real_agent(engine, settings, llama_server):
+    """A two-step returns agent whose model factory points at the real llama.cpp server."""
+    settings.AGENTOPS_MODEL_BASE_URL = llama_server
+    settings.AGENTOPS_MODEL_NAME = "gemma-3-270m"
+    settings.AGENTOPS_MODEL_TIMEOUT_S = 120
+    settings.AGENTOPS_MODEL_CONTEXT_WINDOW = N_CTX
+    return registry.register(Agent(
+        name="real-returns", version="1",
+        system_prompt="You check whether an order can be returned. Call the tool you are given.",
+        tools=[tools.get_order, tools.check_return_policy],
+        plan=[StepSpec("order", title="Look up the order"),
+              StepSpec("policy", title="Check the return policy", depends_on=("order",))],
+        model=model_factory(scripts.support_returns, STEP_TOOLS)))
+
+
+def _assert_paired(messages):
+    """Every assistant tool call is answered by a tool message with its id, in order."""
+    for i, msg in enumerate(messages):
+        ids = [c["id"] for c in msg.get("tool_calls") or []]
+        answers = [m.get("tool_call_id") for m in messages[i + 1:i + 1 + len(ids)]]
+        assert answers == ids, (ids, answers)
+
+
+def test_demo_agent_runs_through_the_engine_on_a_real_model(real_agent):
+    assert isinstance(real_agent.model_client(), ForcedToolModel)
+    run = run_start(agent="real-returns", goal="Can order A-1001 be returned?",
+                    input={"order_id": "A-1001"})
+    assert drive(run, max_ticks=40) not in RUNNABLE
+
+    replied = [e.data for e in Event.objects.filter(run=run, type="model.replied")]
+    assert replied and all(d["usage"]["tokens"] > 0 for d in replied)
+    assert run.model_calls >= len(replied) and run.tokens_used >= sum(
+        d["usage"]["tokens"] for d in replied)
+    calls = [c for d in replied for c in d["calls"]]
+    assert calls, "the forced tool was never called"
+    assert {c["name"] for c in calls} <= set(STEP_TOOLS.values())
+
+    results = set(Event.objects.filter(run=run, type="tool.result")
+                  .values_list("tool_call_id", flat=True))
+    assert {c["id"] for c in calls} <= results  # every call got a result (value or error)
+    rows = {r.tool_call_id: r for r in ToolCall.objects.filter(run=run)}
+    assert set(rows) <= {c["id"] for c in calls}
+    for call_id, row in rows.items():
+        assert row.status in ("succeeded", "failed") and row.attempts >= 1, (call_id, row.status)
+    assert run.tool_calls == len(rows)
+    _assert_paired(context_build(load_state(run.pk), real_agent))
