@@ -12,6 +12,7 @@ from ninja import Header, Path, Query, Router, Status
 from agentops import api_auth
 from approvals import limits
 from approvals.actions import RUN_ACTIONS
+from approvals.bulk import bulk_apply, bulk_count
 from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
 from runs import services
@@ -19,6 +20,8 @@ from runs.models import BudgetPolicy
 from runs.schemas import (
     ActionIn,
     ActionOut,
+    BulkActionIn,
+    BulkActionOut,
     BudgetPolicyCreateIn,
     BudgetPolicyIn,
     BudgetPolicyOut,
@@ -71,6 +74,20 @@ def create_run(request: HttpRequest, body: RunCreateIn,
                              idempotency_key=idempotency_key, actor=user,
                              constraints=body.constraints)
     return Status(201, run)
+
+
+@router.post("/bulk-actions", response=BulkActionOut, summary="Act on many runs")
+def act_on_runs(request: HttpRequest, body: BulkActionIn) -> dict:
+    """Apply one action to runs by id or by filter; each run gets done / refused and why."""
+    api_auth.viewer(request)  # the action checks its own roles for every run
+    queryset = sel.run_query(query=as_query(body.filter)) if body.filter is not None else None
+    run_ids = body.run_ids
+    count = bulk_count(run_ids=run_ids, queryset=queryset)
+    if body.preview:
+        return {"count": count, "results": []}
+    results = bulk_apply(verb=body.action, actor=request.auth, reason=body.reason,
+                         run_ids=run_ids, queryset=queryset)
+    return {"count": count, "results": [{**r, "run_id": str(r["run_id"])} for r in results]}
 
 
 @router.get("/{run_id}", response=RunOut, summary="Get a run")

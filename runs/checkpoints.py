@@ -44,6 +44,7 @@ from runs.engine.events import NewEvent, event_append
 from runs.engine.jsonstate import canonical_json, check_json
 from runs.engine.snapshots import load_state, migrate_state, snapshot_build
 from runs.errors import RunError, UnknownAgent, UnknownSchemaVersion
+from runs.engine.session import state_projection
 from runs.models import Run, Step
 from runs.models.snapshot import CURRENT_STATE_SCHEMA
 from runs.statuses import RunStatus, StepStatus
@@ -270,10 +271,4 @@ def _step_status(state: dict[str, Any], key: str) -> str:
 
 
 def _projection(state: dict[str, Any]) -> dict[str, Any]:
-    usage = state["usage"]
-    done = sum(1 for s in state["steps"].values() if s["status"] in ("succeeded", "skipped"))
-    return {"current_step": state["current_step"] or "", "steps_total": len(state["plan"]),
-            "steps_done": done, "plan_version": state["plan_version"],
-            "tokens_used": usage["tokens"], "model_calls": usage["model_calls"],
-            "tool_calls": usage["tool_calls"], "cost_micros": usage["cost_micros"],
-            "recoveries": state["recoveries"]}
+    return {**state_projection(state), "recoveries": state["recoveries"]}

@@ -207,6 +207,34 @@ class ActionIn(Schema):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class BulkActionIn(Schema):
+    """One action on many runs: by ids or by a filter (exactly one), with a required reason.
+
+    ``preview`` only counts the runs it would touch, so a caller can show the count first.
+    """
+
+    action: Verb
+    reason: str = Field(min_length=1, max_length=2000)
+    run_ids: list[uuid.UUID] | None = Field(None, max_length=1000)
+    filter: RunFiltersIn | None = None
+    preview: bool = False
+
+
+class BulkResultOut(Schema):
+    """What happened to one run of a bulk action."""
+
+    run_id: str
+    outcome: str
+    detail: str = ""
+
+
+class BulkActionOut(Schema):
+    """How many runs the selection holds, and (unless previewing) each run's result."""
+
+    count: int
+    results: list[BulkResultOut]
+
+
 class ActionOut(Schema):
     """What an action changed, and the run as it is now."""
 

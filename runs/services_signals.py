@@ -18,6 +18,7 @@ from runs.engine.jsonstate import check_json
 from runs.engine.snapshots import load_state, snapshot_build
 from runs.engine.waits import signal_deliver
 from runs.errors import RunError
+from runs.engine.session import state_projection
 from runs.models import Event, Run, Signal, Step
 from runs.statuses import TERMINAL, RunStatus, StepStatus
 
@@ -69,7 +70,7 @@ def run_fork(*, run: Run, seq: int, actor: Any = None) -> Run:
         _copy_log(run, fork, seq)
         _copy_steps(fork, state)
         event_append(run=fork, events=_fork_events(run, seq, state, actor),
-                     fields=_projection(state))
+                     fields=state_projection(state))
         fork_state = load_state(fork.pk)
         snapshot_build(run_id=fork.pk, state=fork_state, phase="forked",
                        agent_version=fork.agent_version).save()
@@ -116,10 +117,3 @@ def _fork_events(src: Run, seq: int, state: dict[str, Any], actor: Any) -> list[
     return events
 
 
-def _projection(state: dict[str, Any]) -> dict[str, Any]:
-    usage = state["usage"]
-    done = sum(1 for s in state["steps"].values() if s["status"] in ("succeeded", "skipped"))
-    return {"current_step": state["current_step"] or "", "steps_total": len(state["plan"]),
-            "steps_done": done, "plan_version": state["plan_version"],
-            "tokens_used": usage["tokens"], "model_calls": usage["model_calls"],
-            "tool_calls": usage["tool_calls"], "cost_micros": usage["cost_micros"]}

@@ -2,7 +2,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs.views import actions, admin_pages, detail, inbox, queue
+from runs.views import actions, admin_pages, detail, inbox, queue, world
 
 app_name = "console"
 urlpatterns = [
@@ -24,6 +24,7 @@ urlpatterns = [
     path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
     path("audit/", admin_pages.audit, name="audit"),
+    path("world/", world.world_page, name="world"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
          name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),

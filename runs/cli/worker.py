@@ -18,14 +18,16 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     from django_q.cluster import Cluster
 
     stop = threading.Event()
+    cluster = Cluster()  # installs SIGINT/SIGTERM handlers that stop the cluster
+    _chain_stop(stop)
+    # Fork the q2 sentinel before any thread of ours exists: a fork while the sweeper thread
+    # holds a lock (logging, a database connection) would leave the child deadlocked.
+    cluster.start()
     thread = None
     if sweeper:
         thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
                                   kwargs={"name": sweeper_name()}, daemon=True)
         thread.start()
-    cluster = Cluster()  # installs SIGINT/SIGTERM handlers that stop the cluster
-    _chain_stop(stop)
-    cluster.start()
     if out:
         out.write(f"worker up: q2 cluster {settings.Q_CLUSTER['name']} with "
                   f"{settings.Q_CLUSTER['workers']} processes"

@@ -78,6 +78,7 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
     if approvals:
         also.append(approvals_insert(approvals))
     session.commit(events, also=also)
+    session.calls.update((r.tool_call_id, r) for r in rows)
 
 
 def _existing(keys: list[str]) -> dict[str, ToolCall]:

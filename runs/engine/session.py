@@ -63,6 +63,9 @@ class RunSession:
     stopped: bool = False
     outcome: str = ""
     tool_limits: dict[str, Any] = field(default_factory=dict)
+    # Ledger rows this session wrote, by tool_call_id: the tool phase right after a reply
+    # needs them, and reading back what we just inserted would cost a round trip per unit.
+    calls: dict[str, Any] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""

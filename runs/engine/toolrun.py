@@ -36,7 +36,10 @@ _RUNNABLE = {S.PENDING, S.CONFIRMED_NOT_EXECUTED, S.TIMED_OUT, S.FAILED}
 
 def tool_phase(session: RunSession, step: str, open_ids: list[str]) -> None:
     """Advance the step's open calls: run what can run, else wait or stop for a person."""
-    rows = {r.tool_call_id: r for r in ToolCall.objects.filter(tool_call_id__in=open_ids)}
+    rows = {i: session.calls[i] for i in open_ids if i in session.calls}
+    missing = [i for i in open_ids if i not in rows]
+    if missing:
+        rows.update((r.tool_call_id, r) for r in ToolCall.objects.filter(tool_call_id__in=missing))
     calls = [rows[i] for i in open_ids if i in rows]
     unknown = [c for c in calls if c.status == S.UNKNOWN]
     recovered = [c for c in calls if c.status == S.RUNNING]

@@ -15,12 +15,17 @@ from runs.statuses import BlockReason, RunStatus
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
+from runs.views.world import effects_for_run_card
 
 EVENT_TYPES = ("run.created", "run.status", "run.recovered", "plan.accepted", "step.started",
                "step.completed", "step.failed", "step.retrying", "step.skipped", "step.reset",
                "model.requested", "model.replied", "model.failed", "tool.result",
-               "tool.unknown", "wait.started", "wait.ended", "signal.received",
-               "context.compacted", "run.note")
+               "tool.unknown", "tool.started", "tool.attempt_failed", "tool.late_result",
+               "tool.reopened", "tool.confirmed", "tool.compensated", "wait.started",
+               "wait.ended", "signal.received", "context.compacted", "approval.decided",
+               "approval.expired", "approval.stale", "run.rolled_back", "run.resumed",
+               "run.budget_raised", "run.cancelled", "run.completed", "run.forked",
+               "guard.drift_scored", "run.note")
 VERB_LABELS = {"retry": "Retry step", "skip": "Skip step", "rollback": "Roll back",
                "terminate": "Terminate", "confirm_executed": "It executed",
                "confirm_not_executed": "It did not execute", "resume": "Resume",
@@ -111,9 +116,11 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     if not getattr(request, "htmx", False):
         context.update(
             events=sel.event_page(run_id=run_id), event_types=EVENT_TYPES,
+            event_filter={"type": "", "tool_call_id": ""},
             ledger=sel.ledger_for_run(run_id=run_id),
             snapshots=sel.snapshots_for_run(run_id=run_id),
             audit=sel.interventions_for_run(run_id=run_id),
+            world=effects_for_run_card(run_id),
         )
     return page(request, "runs/detail.html", context, partial="live")
 

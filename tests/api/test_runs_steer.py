@@ -94,3 +94,31 @@ def test_action_refusals(operator, viewer):
                                     {"action": "terminate", "reason": "x"}), 404)
     run.refresh_from_db()
     assert run.status == "blocked" and not Intervention.objects.exists()
+
+
+def test_bulk_action_previews_the_count_then_terminates_each_run(operator, settings):
+    settings.AGENTOPS_ENQUEUE_TICKS = False
+    runs = [_blocked_run() for _ in range(3)]
+    body = {"action": "terminate", "reason": "bad batch",
+            "filter": {"status": ["blocked"]}, "preview": True}
+    preview = operator.post_json("/api/runs/bulk-actions", body)
+    assert preview.status_code == 200, preview.content
+    assert preview.json() == {"count": 3, "results": []}
+    assert Run.objects.filter(status="blocked").count() == 3
+    done = operator.post_json("/api/runs/bulk-actions", {**body, "preview": False})
+    assert done.status_code == 200, done.content
+    assert {r["outcome"] for r in done.json()["results"]} == {"done"}
+    assert Run.objects.filter(pk__in=[r.pk for r in runs], status="cancelled").count() == 3
+    assert Intervention.objects.filter(action="run.terminate").count() == 3
+
+
+def test_bulk_action_refusals(operator, viewer, settings):
+    settings.AGENTOPS_ENQUEUE_TICKS = False
+    run = _blocked_run()
+    body = {"action": "terminate", "reason": "x", "run_ids": [str(run.pk)]}
+    assert_error(viewer.post_json("/api/runs/bulk-actions", body), 403)
+    assert_error(operator.post_json("/api/runs/bulk-actions", {**body, "reason": ""}), 422)
+    both = {**body, "filter": {"status": ["blocked"]}}
+    assert_error(operator.post_json("/api/runs/bulk-actions", both), 422)
+    run.refresh_from_db()
+    assert run.status == "blocked"

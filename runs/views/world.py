@@ -1,0 +1,41 @@
+"""The demo world page: every side effect the sandbox world recorded, newest first."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from runs.selectors import Page
+from runs.views._common import int_or_none, page, role_required
+
+RUN_CARD_LIMIT = 20
+
+
+def demo_installed() -> bool:
+    """Return whether the demo app (and its WorldEffect table) is installed."""
+    return apps.is_installed("agentops.demo")
+
+
+def effects_for_run_card(run_id: Any) -> Page | None:
+    """Return one run's newest side effects for its page (one query); None without the demo."""
+    if not demo_installed():
+        return None
+    from agentops.demo.selectors import effect_list
+
+    return effect_list(run_id=str(run_id), exact=True, limit=RUN_CARD_LIMIT)
+
+
+@require_GET
+@role_required()
+def world_page(request: HttpRequest) -> HttpResponse:
+    """List the demo world's side effects, newest first, optionally for one run."""
+    if not demo_installed():
+        raise Http404("The demo world is not installed.")
+    from agentops.demo.selectors import effect_list
+
+    run = request.GET.get("run", "").strip()[:64]
+    rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")))
+    return page(request, "demo/world.html", {"page": rows, "f": {"run": run} if run else {}},
+                partial="rows")
