@@ -192,7 +192,7 @@ if os.environ.get("AGENTOPS_Q_BROKER") == "redis" and REDIS_URL:
 AGENTOPS_AGENTS = [
     m for m in os.environ.get("AGENTOPS_AGENTS", "agentops.demo.agents").split(",") if m
 ]
-AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 4.0)
+AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)

@@ -173,6 +173,10 @@ def measure_page(client: Any, name: str, kwargs: dict, params: dict) -> dict[str
 def main() -> None:
     """Seed if needed, time the console pages and the raw queries, print one JSON line."""
     django_boot()
+    from django.core.management import call_command
+
+    # DEBUG is off here, as in production: pages need the collected, hashed static files.
+    call_command("collectstatic", interactive=False, verbosity=0)
     from bench.seed import seed
 
     summary = seed(scale=bench_scale())

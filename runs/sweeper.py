@@ -47,19 +47,26 @@ class SweepReport:
         return " ".join(f"{k}={len(v)}" for k, v in self.__dict__.items())
 
 
+_PARTS = (("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
+          ("timers", timers_wake), ("approvals", approvals_expire_due),
+          ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out))
+
+
 def sweep_once(*, name: str | None = None) -> SweepReport:
-    """Run one sweep and return what it did."""
-    report = SweepReport(
-        recovered=runs_recover_expired(),
-        requeued=runs_requeue_stale(),
-        timers=timers_wake(),
-        approvals=approvals_expire_due(),
-        signals=signals_wake(),
-        children=children_wake(),
-        timeouts=waits_time_out(),
-    )
+    """Run one sweep and return what it did.
+
+    Each part runs on its own: one that fails (bad data in one run, a lost connection) is
+    logged and the others still run, so recovery of dead workers' runs never stops.
+    """
+    done: dict[str, list[Any]] = {}
+    for part, fn in _PARTS:
+        try:
+            done[part] = fn()
+        except Exception:  # noqa: BLE001 - isolate the parts; logged with the trace
+            log.exception("sweep part %s failed; the other parts ran", part)
+            done[part] = []
     heartbeat_stamp(name=name or sweeper_name())
-    return report
+    return SweepReport(**done)
 
 
 def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
@@ -76,6 +83,8 @@ def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
         except DatabaseError:
             # The database went away (restart, failover): keep the loop alive and try again.
             log.exception("sweep failed; retrying in %.1fs", interval)
+        except Exception:  # noqa: BLE001 - the sweeper must outlive any one bad sweep
+            log.exception("sweep failed unexpectedly; retrying in %.1fs", interval)
         stop.wait(interval)
 
 

@@ -136,13 +136,17 @@ def waits_time_out(*, limit: int = 100) -> list[Any]:
             if (run is None or run.status != RunStatus.WAITING or run.wait_until is None
                     or run.wait_until > clock.now()):
                 continue
-            call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
+            call = ToolCall.objects.filter(
+                tool_call_id=run.wait_data.get("tool_call_id", "")).first()
             what = run.wait_data.get("name") or "child runs"
             error = {"category": "wait_timeout", "retryable": True,
                      "message": f"waited for {what} until {run.wait_until.isoformat()}; "
                                 "it did not arrive", "next": "wait again or go on without it"}
-            _wake(run, [result_event(call.tool_call_id, status="failed", error=error)],
-                  [_call_failed(call, "wait_timeout")], why="timeout")
+            if call is None:  # a wait no tool call parked: just wake the run
+                _wake(run, [], [], why="timeout")
+            else:
+                _wake(run, [result_event(call.tool_call_id, status="failed", error=error)],
+                      [_call_failed(call, "wait_timeout")], why="timeout")
         _enqueue(run_id)
         woken.append(run_id)
     return woken
@@ -154,7 +158,9 @@ def children_wake(*, limit: int = 100) -> list[Any]:
                    .values_list("pk", "wait_data")[:limit])
     woken = []
     for run_id, data in waiting:
-        kids = _children(data.get("tool_call_id", ""))
+        if not data.get("tool_call_id"):
+            continue  # not a fan-out this engine started; the run's own timeout handles it
+        kids = _children(data["tool_call_id"])
         if len(kids) < data.get("count", 0) or any(k["status"] not in TERMINAL for k in kids):
             continue
         with transaction.atomic():

@@ -124,3 +124,23 @@ def test_expired_approval_escalates_to_an_operator(engine):
     run.refresh_from_db()
     assert (run.status, run.attention_reason) == ("blocked", "approval_expired")
     assert run.recommended_action == "retry"
+
+
+def test_a_malformed_wait_does_not_stop_the_sweeper_recovering_others(engine):
+    import datetime as dt
+
+    from runs.models import Run
+    from tests.factories import make_run
+
+    bad = make_run()
+    Run.objects.filter(pk=bad.pk).update(status="waiting", wait_kind="children",
+                                         wait_data={"count": 2},
+                                         wait_until=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
+    lost = make_run()
+    Run.objects.filter(pk=lost.pk).update(status="running", lease_owner="dead:1",
+                                          lease_expires_at=dt.datetime(2000, 1, 1,
+                                                                       tzinfo=dt.timezone.utc))
+    report = sweep_once()
+    assert lost.pk in report.recovered
+    lost.refresh_from_db()
+    assert lost.status == "queued" and lost.recoveries == 1
