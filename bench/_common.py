@@ -21,6 +21,21 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/agentops_bench"
 
 
+def engine_env(*, in_process: bool) -> None:
+    """Set the environment of an engine benchmark (before Django starts).
+
+    The engine benchmarks get their own database: the console seed's 100k runs would give
+    the workers (and the sweeper) other work and blur the figures. ``in_process``
+    benchmarks tick runs themselves, so nothing is queued and a tick never yields.
+    """
+    os.environ.setdefault("AGENTOPS_AGENTS", "bench.agents")
+    os.environ["BENCH_DATABASE_URL"] = os.environ.get(
+        "BENCH_ENGINE_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentops_bench_engine")
+    if in_process:
+        os.environ.setdefault("AGENTOPS_ENQUEUE_TICKS", "0")
+        os.environ.setdefault("AGENTOPS_TICK_SLICE_S", "600")
+
+
 def bench_url() -> str:
     """Return the URL of the bench database (env BENCH_DATABASE_URL)."""
     return os.environ.get("BENCH_DATABASE_URL") or DEFAULT_URL

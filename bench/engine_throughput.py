@@ -15,13 +15,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("AGENTOPS_AGENTS", "bench.agents")
-# The engine benchmarks get their own database: the console seed's 100k runs would give the
-# workers (and the sweeper) other work and blur the figures.
-os.environ["BENCH_DATABASE_URL"] = os.environ.get(
-    "BENCH_ENGINE_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentops_bench_engine")
-os.environ.setdefault("AGENTOPS_ENQUEUE_TICKS", "0")
-os.environ.setdefault("AGENTOPS_TICK_SLICE_S", "600")
+
+from bench._common import engine_env  # noqa: E402
+
+engine_env(in_process=True)
 
 from bench._common import django_boot, emit, log, peak_rss_mb, percentiles, pg_counters, pg_delta  # noqa: E402
 

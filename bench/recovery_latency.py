@@ -17,11 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("AGENTOPS_AGENTS", "bench.agents")
-# The engine benchmarks get their own database: the console seed's 100k runs would give the
-# workers (and the sweeper) other work and blur the figures.
-os.environ["BENCH_DATABASE_URL"] = os.environ.get(
-    "BENCH_ENGINE_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentops_bench_engine")
+
+from bench._common import engine_env  # noqa: E402
+
+engine_env(in_process=False)
 
 from bench._common import bench_url, django_boot, emit, log, percentiles  # noqa: E402
 
