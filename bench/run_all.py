@@ -72,6 +72,7 @@ BENCHMARKS = [
         Target("ratio_vs_dbos_normalised", ">=", 2.0,
                "vs DBOS, as shares of the commit floor measured in the same run"),
         Target("scaling_2_vs_1", ">=", 1.6, "2 workers vs 1 worker")]),
+    Bench("unit_cost", "unit_cost.py", []),
     Bench("history_growth", "history_growth.py", [
         Target("latency_ratio", "<=", 1.2, "ms per step at step 200 / step 10"),
         Target("amortised_bytes_ratio", "<=", 1.2, "WAL bytes per step, last 50 / first 50")]),
