@@ -51,11 +51,6 @@ def _save(sha: str, content: File, size: int, content_type: str) -> str:
     return sha
 
 
-def artifact_open(sha256: str) -> IO[bytes]:
-    """Open an artifact for reading after verifying its checksum; corrupted bytes raise."""
-    artifact_verify(sha256)
-    return _storage().open(_path(sha256), "rb")
-
 
 def artifact_read(sha256: str) -> bytes:
     """Return an artifact's bytes; raise ArtifactCorrupted when they do not match the hash."""

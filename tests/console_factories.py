@@ -93,3 +93,12 @@ def make_intervention(*, actor: User, action: str = "run.retry", run: Run | None
     """Create an audit row."""
     return Intervention.objects.create(actor=actor, actor_name=actor.get_username(),
                                        action=action, run=run, reason=reason, data=data)
+
+
+def client_for(user):
+    """Return a Django test client logged in as ``user``."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client

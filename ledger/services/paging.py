@@ -21,7 +21,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
-from agentops.tools import ToolContext, ToolResult, ToolSpec
+from agentops.tools import ToolContext, ToolSpec
 from ledger.artifacts import artifact_put_file
 from ledger.errors import ToolInvalidArguments
 from ledger.models import ToolCall

@@ -51,11 +51,3 @@ def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
     if run.deadline is not None and clock.now() >= run.deadline:
         return f"deadline {run.deadline.isoformat(timespec='seconds')} passed"
     return None
-
-
-def budget_meters(run: Run) -> list[dict[str, Any]]:
-    """Return used vs limit for each budget, for the console's meters."""
-    meters = []
-    for name, column, used_field, _ in _FIELDS:
-        meters.append({"name": name, "used": getattr(run, used_field), "limit": getattr(run, column)})
-    return meters

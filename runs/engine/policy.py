@@ -70,10 +70,6 @@ def rule_for(category: str) -> Rule:
     return POLICY.get(category, POLICY["tool_error"])
 
 
-def is_retryable(category: str) -> bool:
-    """Return True when the policy retries this class automatically."""
-    return rule_for(category).auto in ("backoff", "repair", "compact")
-
 
 def backoff_delay(attempt: int, *, base: float, cap: float, retry_after: float | None,
                   jitter: float) -> float:

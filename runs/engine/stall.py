@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 LOOP_REPEATS = 3
 STALL_ROUNDS = 5
@@ -13,8 +12,3 @@ def loop_evidence(recent_calls: list[str], new_hashes: list[str]) -> list[str] |
     counts = Counter(recent_calls + new_hashes)
     repeated = [h for h in new_hashes if counts[h] >= LOOP_REPEATS]
     return repeated or None
-
-
-def stall_rounds(state: dict[str, Any], *, progressed: bool) -> int:
-    """Return the number of rounds without progress after this one."""
-    return 0 if progressed else state["guards"]["no_progress"] + 1

@@ -15,7 +15,7 @@ from agentops import clock
 from runs.engine.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
-from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move, step_can_move
+from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move
 
 _CLEAR_ATTENTION = {
     "attention_reason": "",
@@ -82,11 +82,6 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
         _append(run, [event], run.version, fields, [])
     return run
 
-
-def step_check(src: str, dst: str) -> None:
-    """Raise IllegalTransition unless a step may move from ``src`` to ``dst``."""
-    if src != dst and not step_can_move(src, dst):
-        raise IllegalTransition("step", src, dst)
 
 
 def _lock(run: Run) -> None:

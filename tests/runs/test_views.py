@@ -12,7 +12,7 @@ from ledger.artifacts import artifact_put
 from runs import selectors as sel
 from runs.models import Event, Run
 from runs.statuses import RunStatus
-from tests.console_factories import (PASSWORD, make_attention_run, make_role_users,
+from tests.console_factories import (PASSWORD, client_for, make_attention_run,
                                      make_tool_call)
 from tests.factories import make_run
 
@@ -20,16 +20,6 @@ pytestmark = pytest.mark.django_db
 XSS = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-def users():
-    """One user per role plus a user with no role."""
-    return make_role_users()
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_anonymous_is_sent_to_login():

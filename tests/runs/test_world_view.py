@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from agentops.demo.models import WorldEffect
 from agentops.demo.world import effect_record
-from tests.console_factories import make_role_users
+from tests.console_factories import client_for
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -19,16 +19,6 @@ XSS = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
-@pytest.fixture
-def users():
-    """One user per role plus 'nobody' without a role."""
-    return make_role_users()
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def ids_on(html: str) -> list[int]:
