@@ -11,27 +11,25 @@ from typing import Any
 from django.db import IntegrityError
 
 from agentops import clock
+from agentops.writes import RowsInsert, RowsUpdate
 from ledger.errors import DuplicateToolCall, IllegalToolCallTransition
 from ledger.models import ToolAttempt, ToolCall
 from ledger.statuses import toolcall_can_move
 
 
-def toolcalls_insert(rows: list[ToolCall]) -> Callable[[], None]:
+def toolcalls_insert(rows: list[ToolCall]) -> RowsInsert:
     """Return a writer inserting new ledger rows; a reused key raises DuplicateToolCall."""
 
-    def write() -> None:
-        try:
-            ToolCall.objects.bulk_create(rows)
-        except IntegrityError as exc:
-            raise DuplicateToolCall(
-                "a tool call with this idempotency key or id is already recorded",
-                tool_call_ids=[r.tool_call_id for r in rows],
-            ) from exc
+    def duplicate(exc: IntegrityError) -> DuplicateToolCall:
+        return DuplicateToolCall(
+            "a tool call with this idempotency key or id is already recorded",
+            tool_call_ids=[r.tool_call_id for r in rows],
+        )
 
-    return write
+    return RowsInsert(ToolCall, rows, on_duplicate=duplicate)
 
 
-def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], None]:
+def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], Any]:
     """Return a writer moving ``call`` to status ``to`` (checked) with ``fields``."""
     if to != call.status and not toolcall_can_move(call.status, to):
         raise IllegalToolCallTransition(
@@ -41,30 +39,18 @@ def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], None
     values = {"status": to, "updated_at": clock.now(), **fields}
     for name, value in values.items():
         setattr(call, name, value)
+    if call.pk is not None:
+        return RowsUpdate(ToolCall, {"pk": call.pk}, values)
+    # Inserted in this same unit: its id is known only once the insert ran.
+    return lambda: ToolCall.objects.filter(pk=call.pk).update(**values)
 
-    def write() -> None:
-        ToolCall.objects.filter(pk=call.pk).update(**values)
 
-    return write
-
-
-def attempts_insert(rows: list[ToolAttempt]) -> Callable[[], None]:
+def attempts_insert(rows: list[ToolAttempt]) -> RowsInsert:
     """Return a writer inserting attempt rows (unique per call and attempt number)."""
-
-    def write() -> None:
-        if rows:
-            ToolAttempt.objects.bulk_create(rows)
-
-    return write
+    return RowsInsert(ToolAttempt, rows)
 
 
-def attempt_finish(call: ToolCall, attempt: int, status: str, **fields: Any) -> Callable[[], None]:
+def attempt_finish(call: ToolCall, attempt: int, status: str, **fields: Any) -> RowsUpdate:
     """Return a writer closing an attempt that was opened before dispatch."""
-
-    def write() -> None:
-        now = clock.now()
-        ToolAttempt.objects.filter(tool_call_id=call.pk, attempt=attempt).update(
-            status=status, finished_at=now, **fields
-        )
-
-    return write
+    return RowsUpdate(ToolAttempt, {"tool_call_id": call.pk, "attempt": attempt},
+                      {"status": status, "finished_at": clock.now(), **fields})

@@ -39,8 +39,18 @@ def context_build(state: dict[str, Any], agent: Agent) -> list[dict[str, Any]]:
 
 
 def context_tokens(messages: list[dict[str, Any]]) -> int:
-    """Return a cheap estimate of the tokens in ``messages`` (4 characters a token)."""
-    return sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) // 4
+    """Return a cheap estimate of the tokens in ``messages`` (4 characters a token).
+
+    Counts the text the model reads (contents, tool names and arguments) plus a little per
+    message for the role and framing; no serialising, since this runs before every call.
+    """
+    chars = 0
+    for m in messages:
+        chars += len(m.get("content") or "") + 24
+        for call in m.get("tool_calls") or ():
+            fn = call["function"]
+            chars += len(fn["name"]) + len(fn["arguments"]) + len(call["id"]) + 48
+    return chars // 4
 
 
 def needs_compaction(messages: list[dict[str, Any]], window: int) -> bool:

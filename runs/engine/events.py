@@ -6,13 +6,16 @@ way the UPDATE of the run row serialises writers, so two writers never get the s
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from agentops import clock
+from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound
 from runs.models import Event, Run
@@ -32,6 +35,11 @@ class NewEvent:
     def __post_init__(self) -> None:
         check_json(self.data, f"event[{self.type}].data")
 
+    @cached_property
+    def data_json(self) -> str:
+        """Return the JSON text of ``data`` (made once: sizing and the one-statement write use it)."""
+        return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+
 
 def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
     """Return the tool.result event (after_tool_call) of a settled call."""
@@ -46,17 +54,23 @@ def event_append(
     expected_version: int | None = None,
     fields: dict[str, Any] | None = None,
     also: Iterable[Any] = (),
-) -> list[Event]:
+    touch: bool = True,
+) -> list[NewEvent]:
     """Append ``events`` to ``run`` and update its projection ``fields`` atomically.
 
     With ``expected_version`` (a lease holder) the write fails with LeaseLost when anyone else
     wrote since; without it the run row is locked first. Events whose key already exists are
     dropped (the existing fact stands). ``also`` are callables run inside the transaction
-    (ledger rows written with the events). Returns the events written.
+    (ledger rows written with the events). Returns the events written (a keyed event
+    already in the log is dropped). ``touch=False`` leaves ``updated_at`` alone (a
+    lease holder stamps it with each lease renewal: an indexed column written on every unit
+    would make every Run update touch all of the table's indexes).
     """
     fields = dict(fields or {})
     if "status" in fields:
         raise ValueError("status is written only by runs.engine.transition")
+    if touch:
+        fields.setdefault("updated_at", clock.now())
     return _append(run, list(events), expected_version, fields, list(also))
 
 
@@ -66,7 +80,12 @@ def _append(
     expected_version: int | None,
     fields: dict[str, Any],
     also: list[Any],
-) -> list[Event]:
+) -> list[NewEvent]:
+    if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
+        try:
+            return _write_one_statement(run, events, expected_version, fields, also)
+        except IntegrityError:
+            pass  # the ORM path below sorts out keyed duplicates and raises the typed errors
     try:
         with transaction.atomic():
             return _write(run, events, expected_version, fields, also)
@@ -86,13 +105,37 @@ def _append(
             return _write(run, fresh, expected_version, fields, also)
 
 
+def _write_one_statement(run: Run, events: list[NewEvent], expected_version: int,
+                         fields: dict[str, Any], also: list[Any]) -> list[NewEvent]:
+    values = _run_values(run, fields, expected_version, len(events))
+    if not unit_sql.unit_write(run=run, events=events, first_seq=run.last_seq + 1,
+                               at=clock.now(), expected_version=expected_version,
+                               values=values, also=also):
+        raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
+    for name, value in values.items():
+        setattr(run, name, value)
+    return events
+
+
+def _run_values(run: Run, fields: dict[str, Any], expected_version: int,
+               n: int) -> dict[str, Any]:
+    return {**fields, "version": expected_version + 1, "last_seq": run.last_seq + n}
+
+
+def _event_rows(run: Run, events: list[NewEvent], now: Any) -> list[Event]:
+    first = run.last_seq + 1
+    return [Event(run_id=run.pk, seq=first + i, type=e.type, data=e.data,
+                  tool_call_id=e.tool_call_id, attempt=e.attempt, key=e.key, actor=e.actor, at=now)
+            for i, e in enumerate(events)]
+
+
 def _write(
     run: Run,
     events: list[NewEvent],
     expected_version: int | None,
     fields: dict[str, Any],
     also: list[Any],
-) -> list[Event]:
+) -> list[NewEvent]:
     if expected_version is None:
         locked = (
             Run.objects.select_for_update()
@@ -105,37 +148,18 @@ def _write(
         run.version, run.last_seq = locked["version"], locked["last_seq"]
         expected_version = run.version
     now = clock.now()
-    first = run.last_seq + 1
-    values = {
-        **fields,
-        "version": expected_version + 1,
-        "last_seq": run.last_seq + len(events),
-        "updated_at": now,
-    }
+    values = _run_values(run, fields, expected_version, len(events))
     updated = Run.objects.filter(pk=run.pk, version=expected_version).update(**values)
     if updated != 1:
         raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
-    rows = [
-        Event(
-            run_id=run.pk,
-            seq=first + i,
-            type=e.type,
-            data=e.data,
-            tool_call_id=e.tool_call_id,
-            attempt=e.attempt,
-            key=e.key,
-            actor=e.actor,
-            at=now,
-        )
-        for i, e in enumerate(events)
-    ]
+    rows = _event_rows(run, events, now)
     if rows:
         Event.objects.bulk_create(rows)
     for fn in also:
         fn()
     for name, value in values.items():
         setattr(run, name, value)
-    return rows
+    return events
 
 
 def event_tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:

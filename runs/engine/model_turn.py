@@ -23,7 +23,7 @@ from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
 from runs.engine.leases import lease_kept
-from runs.engine.jsonstate import sha256_json, strip_nul
+from runs.engine.jsonstate import strip_nul
 from runs.engine.outcomes import block, retry_later
 from runs.engine.session import RunSession
 from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
@@ -176,12 +176,12 @@ def _no_progress(s: dict[str, Any]) -> int:
     if not s["turns"]:
         return 0
     *earlier, last = s["turns"][-20:]
-    seen = {sha256_json(c["result"]["facts"]) for t in earlier for c in t["calls"]
-            if (c.get("result") or {}).get("facts") is not None}
+    seen = [c["result"]["facts"] for t in earlier for c in t["calls"]
+            if (c.get("result") or {}).get("facts") is not None]
     progressed = any(
         (c.get("result") or {}).get("status") == "succeeded"
         and not c["result"].get("deduplicated")
-        and sha256_json(c["result"].get("facts")) not in seen
+        and c["result"].get("facts") not in seen
         for c in last["calls"]
     )
     return 0 if progressed else s["guards"]["no_progress"] + 1

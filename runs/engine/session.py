@@ -8,7 +8,6 @@ used ahead of the database.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,13 +16,14 @@ from django.conf import settings
 
 from agentops import clock
 from agentops.agents import Agent
+from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
 from runs.engine import reducer
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import snapshot_build
-from runs.engine.steps import step_rows_writer
+from runs.engine.steps import step_rows_writers
 from runs.engine.transition import run_transition
-from runs.models import Run
+from runs.models import Run, Snapshot
 from runs.statuses import RunStatus, StepStatus
 
 SNAPSHOT_MIN_BYTES = 16_384
@@ -90,31 +90,42 @@ class RunSession:
         for e in written:
             seq += 1
             reducer.apply(self.state, {"seq": seq, "type": e.type, "data": e.data})
-            self.bytes_since_snapshot += len(json.dumps(e.data)) + 64
+            self.bytes_since_snapshot += len(e.data_json) + 64
         if to is not None:
             seq += 1
             reducer.apply(self.state, {"seq": seq, "type": "run.status", "data": {"to": to}})
         values = {**self.projection(), **(fields or {})}
         if to is None or to == RunStatus.RUNNING:
-            values["lease_expires_at"] = clock.now() + dt.timedelta(
-                seconds=settings.AGENTOPS_LEASE_TTL_S
-            )
+            values.update(self._lease_renewal())
         extra = list(also)
-        steps = step_rows_writer(self.run.pk, written, self.state)
-        if steps is not None:
-            extra.append(steps)
+        extra.extend(step_rows_writers(self.run.pk, written, self.state))
         phase = milestone or ("rest" if to in _REST else "")
         if self._snapshot_due(phase):
             extra.append(self._snapshot(phase or "periodic"))
         if to is None:
             event_append(run=self.run, events=written, expected_version=self.run.version,
-                         fields=values, also=extra)
+                         fields=values, also=extra, touch=False)
         else:
             run_transition(self.run, to, reason=reason, detail=detail, events=written,
                            fields=values, expected_version=self.run.version, also=extra)
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
+
+    def _lease_renewal(self) -> dict[str, Any]:
+        """Return the lease columns to write with this unit: none while the lease is fresh.
+
+        Units commit every few milliseconds; pushing the expiry (and ``updated_at``) forward
+        on each would change indexed columns on every Run update. A third of the TTL is
+        the most a lease ages before a commit renews it (the lease keeper renews at the same
+        pace during long calls), so it never has less than two thirds of its TTL left.
+        """
+        ttl = settings.AGENTOPS_LEASE_TTL_S
+        now = clock.now()
+        expires = self.run.lease_expires_at
+        if expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:
+            return {}
+        return {"lease_expires_at": now + dt.timedelta(seconds=ttl), "updated_at": now}
 
     def projection(self) -> dict[str, Any]:
         """Return the Run columns derived from the state."""
@@ -128,9 +139,9 @@ class RunSession:
             return self.bytes_since_snapshot >= SNAPSHOT_MIN_BYTES // 4 or phase == "rest"
         return self.bytes_since_snapshot >= floor
 
-    def _snapshot(self, phase: str) -> Callable[[], None]:
+    def _snapshot(self, phase: str) -> RowsInsert:
         snap = snapshot_build(run_id=self.run.pk, state=self.state, phase=phase,
                               agent_version=self.run.agent_version)
         self.bytes_since_snapshot = 0
         self.last_snapshot_size = snap.size
-        return snap.save
+        return RowsInsert(Snapshot, [snap])

@@ -5,6 +5,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentops import clock
+from agentops.writes import RowsUpdate
 from runs.engine.events import NewEvent
 from runs.models import Step
 
@@ -12,9 +13,9 @@ _STATUS = {"step.started": "running", "step.completed": "succeeded", "step.skipp
            "step.reset": "pending"}
 
 
-def step_rows_writer(run_id: Any, events: Sequence[NewEvent],
-                     state: dict[str, Any]) -> Callable[[], None] | None:
-    """Return a writer updating the Step rows these events touch (None when none do)."""
+def step_rows_writers(run_id: Any, events: Sequence[NewEvent],
+                      state: dict[str, Any]) -> list[Callable[[], Any]]:
+    """Return the writers updating the Step rows these events touch (none when none do)."""
     plans = [e for e in events if e.type == "plan.accepted"]
     changes: dict[str, dict[str, Any]] = {}
     now = clock.now()
@@ -32,8 +33,10 @@ def step_rows_writer(run_id: Any, events: Sequence[NewEvent],
             fields.update(finished_at=now, output=st.get("output"), error_class="")
         if e.type == "step.failed":
             fields.update(error_class=e.data.get("error_class", ""), finished_at=now)
-    if not plans and not changes:
-        return None
+    updates = [RowsUpdate(Step, {"run_id": run_id, "key": key}, fields)
+               for key, fields in changes.items()]
+    if not plans:
+        return list(updates)
 
     def write() -> None:
         for plan in plans:
@@ -42,7 +45,7 @@ def step_rows_writer(run_id: Any, events: Sequence[NewEvent],
                 Step(run_id=run_id, key=s["key"], position=i, title=s.get("title", s["key"]),
                      depends_on=s.get("depends_on", []), input=s.get("input", {}))
                 for i, s in enumerate(plan.data["steps"])])
-        for key, fields in changes.items():
-            Step.objects.filter(run_id=run_id, key=key).update(**fields)
+        for update in updates:
+            update()
 
-    return write
+    return [write]

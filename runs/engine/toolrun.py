@@ -11,6 +11,7 @@ from typing import Any
 
 from agentops import clock
 from agentops.tools import ToolContext
+from agentops.writes import RowsUpdate
 from ledger.models import ToolAttempt, ToolCall
 from ledger.sealed import unseal
 from ledger.services.execute import Outcome, run_calls
@@ -190,13 +191,11 @@ def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> 
                for cid, c in session.state["open_calls"].items())
 
 
-def _attempt_close(attempt: ToolAttempt) -> Any:
-    def write() -> None:
-        ToolAttempt.objects.filter(tool_call_id=attempt.tool_call.pk, attempt=attempt.attempt).update(
-            status=attempt.status, error_class=attempt.error_class, error=attempt.error,
-            finished_at=attempt.finished_at, duration_ms=attempt.duration_ms)
-
-    return write
+def _attempt_close(attempt: ToolAttempt) -> RowsUpdate:
+    return RowsUpdate(ToolAttempt, {"tool_call_id": attempt.tool_call.pk, "attempt": attempt.attempt},
+                      {"status": attempt.status, "error_class": attempt.error_class,
+                       "error": attempt.error, "finished_at": attempt.finished_at,
+                       "duration_ms": attempt.duration_ms})
 
 
 def _commit_rows_then(session: RunSession, calls: list[ToolCall], events: list[NewEvent],

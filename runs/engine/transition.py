@@ -78,7 +78,7 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
         event = NewEvent(
             "run.status", {"from": RunStatus.QUEUED, "to": RunStatus.RUNNING, "owner": owner}
         )
-        fields = {} if run.started_at else {"started_at": now}
+        fields = {"updated_at": now} if run.started_at else {"updated_at": now, "started_at": now}
         _append(run, [event], run.version, fields, [])
     return run
 
@@ -99,7 +99,7 @@ def _lock(run: Run) -> None:
 
 def _status_fields(run: Run, to: str, reason: str, detail: str) -> dict[str, Any]:
     now = clock.now()
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {"updated_at": now}
     if to not in ATTENTION:
         values.update(_CLEAR_ATTENTION)
     if to != RunStatus.WAITING:

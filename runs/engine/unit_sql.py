@@ -1,0 +1,271 @@
+"""A lease holder's unit as ONE SQL statement on PostgreSQL: one round trip, one commit.
+
+Through the ORM a unit is BEGIN, the Run's conditional UPDATE, one INSERT per table (events,
+ledger rows, attempts, snapshot), the step updates and COMMIT: six or more round trips, most
+of a step's time. Here the same writes are one data-modifying ``WITH`` statement run in
+autocommit, which PostgreSQL executes as one transaction:
+
+    WITH r AS (UPDATE runs_run SET ... WHERE id = %s AND version = %s RETURNING id),
+         w0 AS (INSERT INTO runs_event (...) SELECT ... FROM r, jsonb_array_elements(%s) ...),
+         w1 AS (INSERT INTO ledger_toolcall ... RETURNING id, tool_call_id),
+         w2 AS (INSERT INTO ledger_toolattempt ... LEFT JOIN w1 ON ...),   -- ids of w1's rows
+         w3 AS (UPDATE runs_step SET ... FROM r WHERE ...)
+    SELECT (SELECT count(*) FROM r), ...
+
+Every write reads FROM ``r``, so when the version check fails nothing at all is written and
+the caller raises LeaseLost. Rows travel as one JSON array per table and PostgreSQL types
+them with ``jsonb_populate_record`` (no per-column casts, one parameter per table).
+
+Only declarative writers (``agentops.writes``) fold in; a unit holding any other writer, an
+update of a row inserted in the same unit, or two updates of one row takes the ORM path.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import uuid
+from contextlib import nullcontext
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import AutoField, BigAutoField, ForeignKey, JSONField, Model, SmallAutoField
+
+from agentops.writes import RowsInsert, RowsUpdate
+from runs.models import Event, Run
+from runs.models.event import CURRENT_EVENT_SCHEMA
+
+_AUTO = (AutoField, BigAutoField, SmallAutoField)
+
+
+@dataclass(frozen=True)
+class _Col:
+    attname: str
+    column: str
+    field: Any
+    is_json: bool
+    fk_model: type[Model] | None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    table: str
+    pk: str
+    cols: tuple[_Col, ...]
+    natural_key: str | None  # a unique text column other rows of the unit can refer to
+
+
+@cache
+def _plan(model: type[Model]) -> _Plan:
+    meta = model._meta
+    cols = tuple(
+        _Col(f.attname, f.column, f, isinstance(f, JSONField),
+             f.related_model if isinstance(f, ForeignKey) else None)
+        for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
+    natural = next((f.column for f in meta.concrete_fields
+                    if f.unique and not f.primary_key and f.get_internal_type() == "CharField"),
+                   None)
+    return _Plan(meta.db_table, meta.pk.column, cols, natural)
+
+
+def enabled() -> bool:
+    """Return whether units may be written as one statement here (PostgreSQL, setting on)."""
+    return connection.vendor == "postgresql" and settings.AGENTOPS_UNIT_SQL
+
+
+def foldable(also: Sequence[Any]) -> bool:
+    """Return whether every writer in ``also`` can be folded into the unit's one statement."""
+    inserted: set[type[Model]] = set()
+    updated: set[tuple[type[Model], tuple]] = set()
+    for op in also:
+        if isinstance(op, RowsInsert):
+            inserted.add(op.model)
+        elif isinstance(op, RowsUpdate):
+            if any(v is None for v in op.where.values()) or any(
+                    hasattr(v, "resolve_expression") for v in op.values.values()):
+                return False
+            key = (op.model, tuple(sorted(op.where.items())))
+            if key in updated:
+                return False  # one statement cannot update the same row twice
+            updated.add(key)
+        else:
+            return False
+    return not any(model in inserted for model, _ in updated)
+
+
+def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
+               expected_version: int, values: dict[str, Any], also: Sequence[Any]) -> bool:
+    """Write the unit in one statement; return False when the version check failed.
+
+    ``events`` are runs.engine.events.NewEvent, numbered from ``first_seq``.
+    """
+    db = connections[DEFAULT_DB_ALIAS]
+    ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
+    params = [_prep(Run, name, value, db) for name, value in values.items()]
+    params += [run.pk, expected_version]
+    shape: list[tuple] = []
+    inserted: list[type[Model]] = []
+    if events:
+        shape.append(("i", Event, ()))
+        params.append(_events_json(run.pk, events, first_seq, at))
+        inserted.append(Event)
+    for op in ops:
+        if isinstance(op, RowsInsert):
+            refs = tuple(_references(op.model, inserted))
+            shape.append(("i", op.model, refs))
+            params.append(_rows_json(op, refs))
+            inserted.append(op.model)
+        else:
+            shape.append(("u", op.model, tuple(op.values), tuple(op.where)))
+            params += [_prep(op.model, k, v, db) for k, v in op.values.items()]
+            params += [_prep(op.model, k, v, db) for k, v in op.where.items()]
+    keyed = [op for op in ops if isinstance(op, RowsInsert) and _plan(op.model).natural_key
+             and op.rows[0].pk is None]
+    offset = len(shape) - len(ops)
+    sql = _statement(tuple(values), tuple(shape), tuple(
+        i + offset for i, op in enumerate(ops) if any(op is k for k in keyed)))
+    row = _execute(db, sql, params)
+    if row[0] != 1:
+        return False
+    for op, ids in zip(keyed, row[1:]):
+        _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
+    return True
+
+
+def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
+    """Run the statement as a server-side prepared statement and return its one row.
+
+    Django's cursors bind parameters client-side, which sends literal SQL that PostgreSQL
+    must plan every time; planning this WITH statement costs as much as running it. A
+    psycopg server-binding cursor on the same connection prepares each shape once.
+    """
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+    # Outside a transaction (a worker) the statement commits on its own. Inside one (a caller's
+    # atomic block, a test) it gets a savepoint, so a failure leaves the outer transaction usable.
+    with transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext():
+        with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
+            cursor.execute(sql, params, prepare=True)
+            return cursor.fetchone()
+
+
+def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
+    f = model._meta.pk if name == "pk" else model._meta.get_field(name)
+    if isinstance(f, ForeignKey):
+        return value
+    return f.get_db_prep_save(value, db)
+
+
+@cache
+def _statement(run_fields: tuple[str, ...], shape: tuple[tuple, ...],
+               keyed: tuple[int, ...]) -> str:
+    """Return the SQL of a unit of this shape (the same few shapes repeat: cached)."""
+    sets = ", ".join(f"{_q(Run._meta.get_field(n).column)} = %s" for n in run_fields)
+    ctes = [f"r AS (UPDATE {_q(Run._meta.db_table)} SET {sets} "
+            f"WHERE {_q('id')} = %s AND {_q('version')} = %s RETURNING {_q('id')})"]
+    names: dict[type[Model], str] = {}
+    for i, part in enumerate(shape):
+        name = f"w{i}"
+        if part[0] == "i":
+            ctes.append(_insert_sql(name, part[1], {att: names[m] for att, m in part[2]}))
+            names[part[1]] = name
+        else:
+            ctes.append(_update_sql(name, part[1], part[2], part[3]))
+    returned = "".join(
+        f", (SELECT coalesce(jsonb_object_agg({_q(_plan(shape[i][1]).natural_key)}, "
+        f"{_q(_plan(shape[i][1]).pk)}), '{{}}'::jsonb) FROM w{i})" for i in keyed)
+    return f"WITH {', '.join(ctes)} SELECT (SELECT count(*) FROM r){returned}"
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[str, type[Model]]]:
+    """Return (FK attname, target model) for FKs whose targets this unit inserts earlier."""
+    return [(c.attname, c.fk_model) for c in _plan(model).cols
+            if c.fk_model is not None and c.fk_model in inserted
+            and _plan(c.fk_model).natural_key]
+
+
+def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime) -> str:
+    """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
+    common = f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},"at":"{at.isoformat()}"'
+    docs = []
+    for i, e in enumerate(events):
+        head = json.dumps({"seq": first_seq + i, "type": e.type, "tool_call_id": e.tool_call_id,
+                           "attempt": e.attempt, "key": e.key, "actor": e.actor},
+                          ensure_ascii=False, separators=(",", ":"))
+        docs.append(f'{head[:-1]},{common},"data":{e.data_json}}}')
+    return "[" + ",".join(docs) + "]"
+
+
+def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str:
+    plan = _plan(op.model)
+    ref_keys = {att: _natural_attname(m) for att, m in refs}
+    docs = []
+    for obj in op.rows:
+        doc = {}
+        for c in plan.cols:
+            value = c.field.pre_save(obj, True)
+            if value is None and c.attname in ref_keys:
+                doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
+            doc[c.column] = value if c.is_json else _json_value(value)
+        docs.append(doc)
+    return json.dumps(docs, separators=(",", ":"))
+
+
+def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
+    plan = _plan(model)
+    table = _q(plan.table)
+    joins, select = [], []
+    for c in plan.cols:
+        if c.attname in refs:
+            alias = f"{name}_{c.column}"
+            joins.append(f"LEFT JOIN {refs[c.attname]} {alias} ON "
+                         f"{alias}.{_q(_plan(c.fk_model).natural_key)}::text = j->>'${c.attname}'")
+            select.append(f"coalesce(x.{_q(c.column)}, {alias}.{_q(_plan(c.fk_model).pk)})")
+        else:
+            select.append(f"x.{_q(c.column)}")
+    returning = f" RETURNING {_q(plan.pk)}, {_q(plan.natural_key)}" if plan.natural_key else ""
+    return (f"{name} AS (INSERT INTO {table} ({', '.join(_q(c.column) for c in plan.cols)}) "
+            f"SELECT {', '.join(select)} FROM r CROSS JOIN jsonb_array_elements(%s::jsonb) j "
+            f"CROSS JOIN LATERAL jsonb_populate_record(NULL::{table}, j) x "
+            f"{' '.join(joins)}{returning})")
+
+
+def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
+                where: tuple[str, ...]) -> str:
+    meta = model._meta
+    table = _q(meta.db_table)
+    sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
+    wheres = " AND ".join(
+        f"{table}.{_q((meta.pk if n == 'pk' else meta.get_field(n)).column)} = %s" for n in where)
+    return f"{name} AS (UPDATE {table} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, decimal.Decimal)):
+        return str(value)
+    return value
+
+
+@cache
+def _natural_attname(model: type[Model]) -> str:
+    return next(f.attname for f in model._meta.concrete_fields
+                if f.column == _plan(model).natural_key)
+
+
+def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:
+    key = _natural_attname(op.model)
+    for obj in op.rows:
+        obj.pk = ids.get(getattr(obj, key))
+        obj._state.adding = False
+        obj._state.db = alias

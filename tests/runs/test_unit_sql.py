@@ -1,0 +1,143 @@
+"""A lease holder's unit as one SQL statement (PostgreSQL): same rows as the ORM, all or nothing."""
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agentops.writes import RowsInsert, RowsUpdate
+from ledger.errors import DuplicateToolCall
+from ledger.models import ToolAttempt, ToolCall
+from ledger.services.record import attempts_insert, toolcalls_insert
+from runs.engine import unit_sql
+from runs.engine.events import NewEvent, event_append
+from runs.errors import LeaseLost
+from runs.models import Event, Run, Step
+from runs.services import run_start
+from tests.conftest import drive
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+
+def _call(run, n, key=None):
+    return ToolCall(tool_call_id=f"tc_unit{n}", run=run, step_key="s", turn=n, tool="lookup",
+                    args={"item": n}, args_hash="h", idempotency_key=key or f"key{n}",
+                    status="succeeded", attempts=1, facts={"n": n})
+
+
+def _attempt(call):
+    from agentops import clock
+
+    return ToolAttempt(tool_call=call, attempt=1, status="succeeded", worker="w",
+                       started_at=clock.now(), finished_at=clock.now(), duration_ms=3)
+
+
+def test_a_unit_is_one_statement_with_the_attempts_pointing_at_their_new_rows(run):
+    calls = [_call(run, 1), _call(run, 2)]
+    with CaptureQueriesContext(connection) as queries:
+        written = event_append(
+            run=run, expected_version=run.version, fields={"tool_calls": 2},
+            events=[NewEvent("model.replied", {"turn": 1, "text": "é \u2603"}),
+                    NewEvent("tool.result", {"id": "tc_unit1"}, tool_call_id="tc_unit1", attempt=1)],
+            also=[toolcalls_insert(calls), attempts_insert([_attempt(c) for c in calls])])
+    # The statement goes through its own psycopg cursor; all Django ran is the savepoint
+    # around it (the test holds a transaction open; a worker runs in autocommit).
+    assert [q["sql"].split()[0] for q in queries] == ["SAVEPOINT", "RELEASE"]
+    assert len(written) == 2
+    stored = {c.tool_call_id: c for c in ToolCall.objects.filter(run=run)}
+    assert {c.tool_call_id: c.pk for c in calls} == {k: c.pk for k, c in stored.items()}
+    assert stored["tc_unit2"].facts == {"n": 2} and stored["tc_unit2"].args == {"item": 2}
+    attempts = ToolAttempt.objects.filter(tool_call__run=run).order_by("tool_call__turn")
+    assert [a.tool_call.tool_call_id for a in attempts] == ["tc_unit1", "tc_unit2"]
+    events = list(Event.objects.filter(run=run).order_by("seq"))
+    assert [e.type for e in events][-2:] == ["model.replied", "tool.result"]
+    assert events[-2].data["text"] == "é \u2603" and events[-1].attempt == 1
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.tool_calls == 2 and fresh.last_seq == events[-1].seq == run.last_seq
+    assert fresh.version == run.version
+
+
+def test_a_stale_version_writes_nothing_at_all(run):
+    stale = run.version
+    event_append(run=run, events=[NewEvent("run.note", {"by": "someone else"})])
+    before = Event.objects.filter(run=run).count()
+    with pytest.raises(LeaseLost):
+        event_append(run=run, expected_version=stale, events=[NewEvent("run.note", {})],
+                     also=[toolcalls_insert([_call(run, 1)])])
+    assert Event.objects.filter(run=run).count() == before
+    assert not ToolCall.objects.filter(run=run).exists()
+
+
+def test_a_reused_idempotency_key_is_the_typed_error_and_nothing_is_written(run):
+    event_append(run=run, expected_version=run.version, events=[],
+                 also=[toolcalls_insert([_call(run, 1, key="same")])])
+    version, seq = run.version, run.last_seq
+    with pytest.raises(DuplicateToolCall):
+        event_append(run=run, expected_version=run.version, events=[NewEvent("run.note", {})],
+                     also=[toolcalls_insert([_call(run, 2, key="same")])])
+    assert ToolCall.objects.filter(run=run).count() == 1
+    assert (run.version, run.last_seq) == (version, seq)
+    assert Run.objects.get(pk=run.pk).last_seq == seq
+
+
+def test_a_keyed_event_already_logged_is_dropped_and_the_rest_written(run):
+    event_append(run=run, expected_version=run.version,
+                 events=[NewEvent("signal.received", {"name": "go"}, key="sig-1")])
+    written = event_append(run=run, expected_version=run.version,
+                           events=[NewEvent("signal.received", {"name": "go"}, key="sig-1"),
+                                   NewEvent("run.note", {"after": "signal"})])
+    assert [e.type for e in written] == ["run.note"]
+    assert Event.objects.filter(key="sig-1").count() == 1
+
+
+def test_updates_fold_in_and_match_only_their_rows(run):
+    Step.objects.create(run=run, key="a", position=0)
+    Step.objects.create(run=run, key="b", position=1)
+    event_append(run=run, expected_version=run.version, events=[],
+                 also=[RowsUpdate(Step, {"run_id": run.pk, "key": "b"}, {"status": "running"})])
+    assert dict(Step.objects.filter(run=run).values_list("key", "status")) == {
+        "a": "pending", "b": "running"}
+
+
+def test_what_cannot_fold_takes_the_orm_path():
+    call = ToolCall(tool_call_id="tc_x")
+    assert unit_sql.foldable([RowsInsert(ToolCall, [call]), RowsUpdate(Step, {"key": "a"}, {})])
+    assert not unit_sql.foldable([lambda: None])
+    assert not unit_sql.foldable([RowsUpdate(Step, {"key": "a"}, {}),
+                                  RowsUpdate(Step, {"key": "a"}, {"status": "x"})])
+    assert not unit_sql.foldable([RowsInsert(Step, []), RowsUpdate(Step, {"key": "a"}, {})])
+    assert not unit_sql.foldable([RowsUpdate(ToolCall, {"pk": None}, {"status": "x"})])
+
+
+def _recorded(run):
+    events = [(e.seq, e.type, e.data, e.tool_call_id, e.attempt)
+              for e in Event.objects.filter(run=run).order_by("seq")]
+    calls = [(c.turn, c.tool, c.args, c.status, c.attempts, c.facts, c.summary, c.effect)
+             for c in ToolCall.objects.filter(run=run).order_by("turn", "index")]
+    attempts = [(a.tool_call.turn, a.attempt, a.status, a.error_class)
+                for a in ToolAttempt.objects.filter(tool_call__run=run).order_by("pk")]
+    steps = list(Step.objects.filter(run=run).order_by("position")
+                 .values_list("key", "status", "retry_count", "output"))
+    fresh = Run.objects.get(pk=run.pk)
+    return events, calls, attempts, steps, (fresh.status, fresh.last_seq, fresh.tool_calls,
+                                            fresh.model_calls, fresh.steps_done)
+
+
+def _ids_out(value):
+    """Replace the random tool call ids in recorded data so two runs compare."""
+    import re
+
+    return re.sub(r"tc_[0-9a-z]+", "tc_*", repr(value))
+
+
+def test_a_whole_run_records_the_same_through_one_statement_as_through_the_orm(engine, settings):
+    from ledger.errors import ToolTransient
+
+    engine.make_agent("mixed", engine.MIXED_SCRIPT, plan=["quote", "pay", "ship", "notify"])
+    recorded = []
+    for one_statement in (True, False):
+        settings.AGENTOPS_UNIT_SQL = one_statement
+        engine.world.effects.clear()
+        engine.world.fail_next["lookup"] = [ToolTransient("503")]
+        run = run_start(agent="mixed", goal="sell a book")
+        assert drive(run) == "succeeded"
+        recorded.append(_ids_out(_recorded(run)))
+    assert recorded[0] == recorded[1]
