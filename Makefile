@@ -47,7 +47,9 @@ test-postgres:
 audit: install
 	bash scripts/audit.sh
 
+# The peers extra (DBOS, LangGraph) lets engine_throughput measure them side by side.
 bench: install
+	$(BIN)/pip install -q -e '.[dev,peers]'
 	$(BIN)/python bench/run_all.py
 
 clean:

@@ -64,13 +64,14 @@ BENCHMARKS = [
     Bench("replay", "replay.py", [
         Target("fold_events_per_s", ">=", 50_000, "reduce over a 10k-event run, events/s"),
         Target("replay_events_per_s", ">=", 50_000, "load from PostgreSQL + reduce, events/s")]),
-    # Slots for the lead's engine benchmarks (scripts written once the engine loop exists).
-    # The bounds below come from ARCHITECTURE.md ("Speed is part of the design"); the lead
-    # sets the figure names and the bounds the issue fixes when writing the scripts.
+    # engine_throughput runs bench/peers.py (DBOS, LangGraph) between its rounds.
     Bench("engine_throughput", "engine_throughput.py", [
-        Target("ratio_vs_dbos", ">=", 2.0, "durable steps/s vs DBOS's 582/s (absolute)"),
-        Target("ratio_vs_dbos_normalised", ">=", 2.0,
-               "vs DBOS, as shares of the commit floor measured in the same run"),
+        Target("ratio_vs_dbos", ">=", 2.0,
+               "durable steps/s vs DBOS, measured side by side in this run"),
+        Target("ratio_vs_langgraph", ">=", 1.0,
+               "durable steps/s vs LangGraph + PostgresSaver, side by side"),
+        Target("ratio_vs_dbos_issue", ">=", 1.0,
+               "durable steps/s vs the issue's DBOS figure (582/s): the floor"),
         Target("scaling_2_vs_1", ">=", 1.6, "2 workers vs 1 worker")]),
     Bench("unit_cost", "unit_cost.py", []),
     Bench("history_growth", "history_growth.py", [
@@ -78,7 +79,6 @@ BENCHMARKS = [
         Target("amortised_bytes_ratio", "<=", 1.2, "WAL bytes per step, last 50 / first 50")]),
     Bench("recovery_latency", "recovery_latency.py", [
         Target("p99_s", "<=", 5.0, "kill -> next committed unit on another worker, p99 s")]),
-    Bench("peers", "peers.py", []),
 ]
 
 

@@ -10,9 +10,13 @@ from ledger.statuses import Effect, Reversibility, ToolCallStatus
 class ToolCall(models.Model):
     """One tool call the model asked for; retries are attempts of the same call."""
 
-    tool_call_id = models.CharField(max_length=40, unique=True)
+    # Uniqueness as constraints, not unique=True: on PostgreSQL that also builds a LIKE index
+    # per column, which no query uses and every ledger insert would pay for.
+    tool_call_id = models.CharField(max_length=40)
     provider_call_id = models.CharField(max_length=200, blank=True)
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="ledger")
+    # (run, status) below serves lookups by run: no separate FK index on the insert path.
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="ledger",
+                            db_index=False)
     step_key = models.CharField(max_length=100)
     turn = models.PositiveIntegerField()
     index = models.PositiveSmallIntegerField(default=0)
@@ -21,7 +25,7 @@ class ToolCall(models.Model):
     args_hash = models.CharField(max_length=64)
     approved_args = models.JSONField(null=True, blank=True)
     sealed_args = models.TextField(blank=True, help_text="sensitive arguments, encrypted")
-    idempotency_key = models.CharField(max_length=64, unique=True)
+    idempotency_key = models.CharField(max_length=64)
     effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.READ)
     idempotent = models.BooleanField(default=False)
     probeable = models.BooleanField(default=False)
@@ -53,6 +57,8 @@ class ToolCall(models.Model):
             models.Index(fields=["tool", "status"], name="toolcall_tool_status"),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["tool_call_id"], name="toolcall_unique_id"),
+            models.UniqueConstraint(fields=["idempotency_key"], name="toolcall_unique_key"),
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in ToolCallStatus]),
                 name="toolcall_status_valid",
@@ -69,7 +75,9 @@ class ToolCall(models.Model):
 class ToolAttempt(models.Model):
     """One attempt at executing a tool call."""
 
-    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows")
+    # attempt_unique (tool_call, attempt) serves lookups by call: no separate FK index.
+    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="attempt_rows",
+                                  db_index=False)
     attempt = models.PositiveIntegerField()
     status = models.CharField(max_length=24, choices=ToolCallStatus.choices)
     worker = models.CharField(max_length=100, blank=True)

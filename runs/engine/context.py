@@ -22,8 +22,13 @@ COMPACT_AT = 0.7
 SUMMARY_LINES = 40
 
 
-def context_build(state: dict[str, Any], agent: Agent) -> list[dict[str, Any]]:
-    """Return the messages the model sees for the next call of the current step."""
+def context_build(state: dict[str, Any], agent: Agent,
+                  memo: dict[int, tuple] | None = None) -> list[dict[str, Any]]:
+    """Return the messages the model sees for the next call of the current step.
+
+    ``memo`` (one per session) keeps the messages of recent turns between calls: a turn's
+    messages change only when the reducer replaces one of its calls' args or results.
+    """
     system = agent.system_prompt
     if state["recoveries"] or state.get("resumed"):
         system = f"{system}\n\n{RESUMED_NOTE}"
@@ -32,8 +37,13 @@ def context_build(state: dict[str, Any], agent: Agent) -> list[dict[str, Any]]:
     messages.append({"role": "user", "content": _progress(state)})
     if state["summary"]:
         messages.append({"role": "user", "content": f"## Earlier turns (summary)\n{state['summary']}"})
-    for turn in state["turns"][-KEEP_TURNS:]:
-        messages.extend(_turn_messages(turn))
+    window = state["turns"][-KEEP_TURNS:]
+    for turn in window:
+        messages.extend(_turn_messages(turn) if memo is None else _remembered(turn, memo))
+    if memo is not None and len(memo) > 2 * KEEP_TURNS:
+        keep = {id(t) for t in window}
+        for key in [k for k in memo if k not in keep]:
+            del memo[key]
     messages.append({"role": "user", "content": _current(state)})
     return messages
 
@@ -122,6 +132,18 @@ def _current(state: dict[str, Any]) -> str:
     turns = state["steps"].get(key, {}).get("turns", 0)
     return (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
             f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
+
+
+def _remembered(turn: dict[str, Any], memo: dict[int, tuple]) -> list[dict[str, Any]]:
+    # The entry holds the very objects it was made from, so ``is`` checks are sound.
+    parts = [x for c in turn["calls"] for x in (c.get("args"), c.get("result"))]
+    entry = memo.get(id(turn))
+    if (entry is not None and entry[0] is turn and entry[1] == turn["text"]
+            and len(entry[2]) == len(parts) and all(a is b for a, b in zip(entry[2], parts))):
+        return entry[3]
+    messages = _turn_messages(turn)
+    memo[id(turn)] = (turn, turn["text"], parts, messages)
+    return messages
 
 
 def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:

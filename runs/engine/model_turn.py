@@ -86,7 +86,7 @@ def _requested(s: dict[str, Any]) -> bool:
 
 def _messages(session: RunSession) -> list[dict[str, Any]]:
     s, agent = session.state, session.agent
-    messages = ctx.context_build(s, agent)
+    messages = ctx.context_build(s, agent, session.context_memo)
     window = getattr(session.model(), "context_window", 8192)
     # Fold old turns into the summary when the context nears the window, and also when the
     # state holds turns the context no longer shows: the state stays bounded, so snapshots
@@ -96,7 +96,7 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
         keep = 2 if too_big else ctx.KEEP_TURNS
         upto, summary = ctx.compaction_summary(s, keep=keep)
         session.commit([NewEvent("context.compacted", {"upto_turn": upto, "summary": summary})])
-        messages = ctx.context_build(s, agent)
+        messages = ctx.context_build(s, agent, session.context_memo)
     return messages
 
 

@@ -66,6 +66,8 @@ class RunSession:
     # Ledger rows this session wrote, by tool_call_id: the tool phase right after a reply
     # needs them, and reading back what we just inserted would cost a round trip per unit.
     calls: dict[str, Any] = field(default_factory=dict)
+    # Recent turns' model messages (runs.engine.context), rebuilt only when a turn changes.
+    context_memo: dict[int, tuple] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""

@@ -34,13 +34,16 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import AutoField, BigAutoField, ForeignKey, JSONField, Model, SmallAutoField
+from django.db.models import (AutoField, BigAutoField, ForeignKey, JSONField, Model,
+                              SmallAutoField, UniqueConstraint)
 
 from agentops.writes import RowsInsert, RowsUpdate
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
+_NEVER = 2**31
+_PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,11 @@ def _plan(model: type[Model]) -> _Plan:
         _Col(f.attname, f.column, f, isinstance(f, JSONField),
              f.related_model if isinstance(f, ForeignKey) else None)
         for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
+    single = {c.fields[0] for c in meta.constraints if isinstance(c, UniqueConstraint)
+              and len(c.fields) == 1 and c.condition is None}
     natural = next((f.column for f in meta.concrete_fields
-                    if f.unique and not f.primary_key and f.get_internal_type() == "CharField"),
-                   None)
+                    if (f.unique or f.name in single) and not f.primary_key
+                    and f.get_internal_type() == "CharField"), None)
     return _Plan(meta.db_table, meta.pk.column, cols, natural)
 
 
@@ -146,19 +151,32 @@ def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
     """
     db.ensure_connection()
     db.validate_no_broken_transaction()
+    raw = db.connection
+    if raw.prepare_threshold is None:
+        # Django turns psycopg's statement preparation off (for transaction-mode poolers);
+        # None would ignore prepare=True too. A threshold no query reaches keeps Django's
+        # own queries unprepared while ours, which ask, are prepared once per connection.
+        raw.prepare_threshold = _NEVER
     # Outside a transaction (a worker) the statement commits on its own. Inside one (a caller's
     # atomic block, a test) it gets a savepoint, so a failure leaves the outer transaction usable.
     with transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext():
-        with db.wrap_database_errors, psycopg.Cursor(db.connection) as cursor:
+        with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
             cursor.execute(sql, params, prepare=True)
             return cursor.fetchone()
 
 
 def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
-    f = model._meta.pk if name == "pk" else model._meta.get_field(name)
-    if isinstance(f, ForeignKey):
+    f, as_is = _field(model, name)
+    if as_is or (type(value) in _PLAIN and not isinstance(f, JSONField)):
         return value
     return f.get_db_prep_save(value, db)
+
+
+@cache
+def _field(model: type[Model], name: str) -> tuple[Any, bool]:
+    """Return the field ``name`` names and whether its values go to the driver as they are."""
+    f = model._meta.pk if name == "pk" else model._meta.get_field(name)
+    return f, isinstance(f, ForeignKey)
 
 
 @cache

@@ -78,7 +78,7 @@ class Run(models.Model):
             models.Index(
                 fields=["status", "updated_at"],
                 name="run_attention_queue",
-                condition=Q(status__in=[s.value for s in ATTENTION]),
+                condition=Q(status__in=sorted(s.value for s in ATTENTION)),
             ),
             models.Index(
                 fields=["wait_until"],
@@ -94,11 +94,10 @@ class Run(models.Model):
                 fields=["status", "wait_kind"],
                 include=["id"],
                 name="run_attention_counts",
-                condition=Q(status__in=[s.value for s in ATTENTION]),
+                condition=Q(status__in=sorted(s.value for s in ATTENTION)),
             ),
             models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
             models.Index(fields=["attention_signature"], name="run_signature"),
-            models.Index(fields=["parent"], name="run_parent"),
         ]
         constraints = [
             models.CheckConstraint(
