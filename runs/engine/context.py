@@ -23,25 +23,27 @@ SUMMARY_LINES = 40
 
 
 def context_build(state: dict[str, Any], agent: Agent,
-                  memo: dict[int, tuple] | None = None) -> list[dict[str, Any]]:
+                  memo: dict[Any, tuple] | None = None) -> list[dict[str, Any]]:
     """Return the messages the model sees for the next call of the current step.
 
-    ``memo`` (one per session) keeps the messages of recent turns between calls: a turn's
-    messages change only when the reducer replaces one of its calls' args or results.
+    ``memo`` (one per session) keeps the messages of recent turns and the lines of recent
+    facts between calls: the reducer replaces (never edits) a call's args, result and facts,
+    so an entry made from the very same objects is still right.
     """
     system = agent.system_prompt
     if state["recoveries"] or state.get("resumed"):
         system = f"{system}\n\n{RESUMED_NOTE}"
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages.append({"role": "user", "content": _pinned(state)})
-    messages.append({"role": "user", "content": _progress(state)})
+    messages.append({"role": "user", "content": _progress(state, memo)})
     if state["summary"]:
         messages.append({"role": "user", "content": f"## Earlier turns (summary)\n{state['summary']}"})
     window = state["turns"][-KEEP_TURNS:]
     for turn in window:
         messages.extend(_turn_messages(turn) if memo is None else _remembered(turn, memo))
-    if memo is not None and len(memo) > 2 * KEEP_TURNS:
-        keep = {id(t) for t in window}
+    if memo is not None and len(memo) > 4 * KEEP_TURNS + 40:
+        keep: set[Any] = {id(t) for t in window}
+        keep.update(("fact", call_id) for call_id in list(state["facts"])[-20:])
         for key in [k for k in memo if k not in keep]:
             del memo[key]
     messages.append({"role": "user", "content": _current(state)})
@@ -113,7 +115,7 @@ def _pinned(state: dict[str, Any]) -> str:
     return text + "## Input\n" + json.dumps(run.get("input", {}), sort_keys=True)
 
 
-def _progress(state: dict[str, Any]) -> str:
+def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> str:
     lines = ["## Progress"]
     for step in state["plan"]:
         st = state["steps"].get(step["key"], {})
@@ -122,8 +124,18 @@ def _progress(state: dict[str, Any]) -> str:
     if state["facts"]:
         lines.append("## Confirmed facts")
         for call_id, facts in list(state["facts"].items())[-20:]:
-            lines.append(f"- {call_id}: {json.dumps(facts, sort_keys=True)[:400]}")
+            lines.append(_fact_line(call_id, facts, memo))
     return "\n".join(lines)
+
+
+def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
+    entry = memo.get(("fact", call_id)) if memo is not None else None
+    if entry is not None and entry[0] is facts:
+        return entry[1]
+    line = f"- {call_id}: {json.dumps(facts, sort_keys=True)[:400]}"
+    if memo is not None:
+        memo[("fact", call_id)] = (facts, line)
+    return line
 
 
 def _current(state: dict[str, Any]) -> str:
@@ -134,7 +146,7 @@ def _current(state: dict[str, Any]) -> str:
             f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
 
 
-def _remembered(turn: dict[str, Any], memo: dict[int, tuple]) -> list[dict[str, Any]]:
+def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> list[dict[str, Any]]:
     # The entry holds the very objects it was made from, so ``is`` checks are sound.
     parts = [x for c in turn["calls"] for x in (c.get("args"), c.get("result"))]
     entry = memo.get(id(turn))

@@ -67,7 +67,7 @@ class RunSession:
     # needs them, and reading back what we just inserted would cost a round trip per unit.
     calls: dict[str, Any] = field(default_factory=dict)
     # Recent turns' model messages (runs.engine.context), rebuilt only when a turn changes.
-    context_memo: dict[int, tuple] = field(default_factory=dict)
+    context_memo: dict[Any, tuple] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""

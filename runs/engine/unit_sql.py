@@ -44,6 +44,9 @@ from runs.models.event import CURRENT_EVENT_SCHEMA
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _NEVER = 2**31
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
+_AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
+          "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
+          "BooleanField", "JSONField"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class _Col:
     field: Any
     is_json: bool
     fk_model: type[Model] | None
+    stamped: bool  # auto_now / auto_now_add: pre_save sets it
+    as_is: bool  # JSON and driver agree on its Python values (text, numbers, booleans)
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,9 @@ def _plan(model: type[Model]) -> _Plan:
     meta = model._meta
     cols = tuple(
         _Col(f.attname, f.column, f, isinstance(f, JSONField),
-             f.related_model if isinstance(f, ForeignKey) else None)
+             f.related_model if isinstance(f, ForeignKey) else None,
+             bool(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)),
+             f.get_internal_type() in _AS_IS)
         for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
     single = {c.fields[0] for c in meta.constraints if isinstance(c, UniqueConstraint)
               and len(c.fields) == 1 and c.condition is None}
@@ -230,10 +237,10 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str
     for obj in op.rows:
         doc = {}
         for c in plan.cols:
-            value = c.field.pre_save(obj, True)
+            value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
             if value is None and c.attname in ref_keys:
                 doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
-            doc[c.column] = value if c.is_json else _json_value(value)
+            doc[c.column] = value if c.as_is else _json_value(value)
         docs.append(doc)
     return json.dumps(docs, separators=(",", ":"))
 
