@@ -11,8 +11,10 @@ class Event(models.Model):
     """One fact about a run, at a dense per-run sequence number."""
 
     # (run, seq) is unique, which indexes run already: no second index on the hot insert path.
+    # No database FK check either (see ledger.models.ToolCall.run): integrity by construction.
     run = models.ForeignKey(
-        "runs.Run", on_delete=models.CASCADE, related_name="events", db_index=False
+        "runs.Run", on_delete=models.CASCADE, related_name="events", db_index=False,
+        db_constraint=False,
     )
     seq = models.BigIntegerField()
     type = models.CharField(max_length=40)

@@ -141,3 +141,14 @@ def test_a_whole_run_records_the_same_through_one_statement_as_through_the_orm(e
         assert drive(run) == "succeeded"
         recorded.append(_ids_out(_recorded(run)))
     assert recorded[0] == recorded[1]
+
+
+def test_deleting_a_run_through_the_orm_takes_its_log_and_ledger_with_it(run):
+    calls = [_call(run, 1)]
+    event_append(run=run, expected_version=run.version, events=[NewEvent("run.note", {})],
+                 also=[toolcalls_insert(calls), attempts_insert([_attempt(calls[0])])])
+    assert Event.objects.filter(run_id=run.pk).exists()
+    Run.objects.filter(pk=run.pk).delete()  # no database FK on these tables: Django cascades
+    assert not Event.objects.filter(run_id=run.pk).exists()
+    assert not ToolCall.objects.filter(run_id=run.pk).exists()
+    assert not ToolAttempt.objects.filter(tool_call_id=calls[0].pk).exists()
