@@ -18,11 +18,16 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     from django_q.cluster import Cluster
 
     stop = threading.Event()
-    cluster = Cluster()  # installs SIGINT/SIGTERM handlers that stop the cluster
-    _chain_stop(stop)
+    cluster = Cluster()  # installs SIGINT/SIGTERM handlers; ours replace them (see _on_signal)
+    _on_signal(stop)
     # Fork the q2 sentinel before any thread of ours exists: a fork while the sweeper thread
     # holds a lock (logging, a database connection) would leave the child deadlocked.
-    cluster.start()
+    try:
+        cluster.start()
+    except RuntimeError:
+        if stop.is_set():  # a stop signal reached the sentinel while it was starting
+            return 0
+        raise
     thread = None
     if sweeper:
         thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
@@ -33,24 +38,39 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
                   f"{settings.Q_CLUSTER['workers']} processes"
                   f"{', sweeper every %.1fs' % settings.AGENTOPS_SWEEP_INTERVAL_S if sweeper else ''}"
                   f"; lease TTL {settings.AGENTOPS_LEASE_TTL_S:.1f}s\n")
+        out.flush()
     while cluster.sentinel is not None and cluster.sentinel.is_alive() and not stop.is_set():
         time.sleep(0.2)
     stop.set()
-    if cluster.sentinel is not None and cluster.sentinel.is_alive():
-        cluster.stop()
+    _cluster_stop(cluster)
     if thread is not None:
         thread.join(timeout=settings.AGENTOPS_SWEEP_INTERVAL_S + 5)
     return 0
 
 
-def _chain_stop(stop: threading.Event) -> None:
-    # q2's handlers stop the cluster; ours also stops the sweeper, then calls theirs.
+def _on_signal(stop: threading.Event) -> None:
+    # q2's handlers call Cluster.stop() from inside the handler. When the signal went to the
+    # whole process group (systemd's default, `kill -TERM -PGID`), the sentinel and its
+    # processes die at once while still waiting on the stop event, and setting that event
+    # then blocks forever. Ours only flag the stop; the main loop stops the cluster.
+    def handler(num: int, frame: Any) -> None:
+        stop.set()
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        previous = signal.getsignal(signum)
-
-        def handler(num: int, frame: Any, previous: Any = previous) -> None:
-            stop.set()
-            if callable(previous):
-                previous(num, frame)
-
         signal.signal(signum, handler)
+
+
+def _cluster_stop(cluster: Any, timeout_s: float = 30.0) -> None:
+    """Stop q2 gracefully if its sentinel is alive; never hang on one that died meanwhile."""
+    sentinel = cluster.sentinel
+    time.sleep(0.3)  # a signal to the whole group has reached the sentinel by now
+    if sentinel is None or not sentinel.is_alive():
+        return
+    # Cluster.stop sets a multiprocessing event, which waits for every process that waits on
+    # it: if one died meanwhile that never returns, so do it in a thread and give up in time.
+    stopper = threading.Thread(target=cluster.stop, name="q2-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout_s)
+    if sentinel.is_alive():
+        sentinel.kill()
+        sentinel.join(5)
