@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from agentops import clock
 from runs.engine import unit_sql
@@ -164,9 +164,20 @@ def _write(
 
 def event_tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:
     """Return the events of a run after ``after_seq`` as plain dicts (what reduce reads), in order."""
+    if connection.vendor == "postgresql":
+        # Half the time of the ORM's row handling: the data as text, decoded here.
+        with connection.cursor() as cursor:
+            cursor.execute(_TAIL_SQL, [run_id, after_seq])
+            loads = json.loads
+            return [{"seq": seq, "type": type_, "data": loads(data)}
+                    for seq, type_, data in cursor.fetchall()]
     rows = (
         Event.objects.filter(run_id=run_id, seq__gt=after_seq)
         .order_by("seq")
         .values_list("seq", "type", "data")
     )
     return [{"seq": seq, "type": type_, "data": data} for seq, type_, data in rows]
+
+
+_TAIL_SQL = ("SELECT seq, type, data::text FROM runs_event WHERE run_id = %s AND seq > %s "
+             "ORDER BY seq")
