@@ -26,8 +26,9 @@ engine_env(in_process=True)
 
 from bench._common import django_boot, emit, log, peak_rss_mb, percentiles, pg_counters, pg_delta  # noqa: E402
 
-RUNS = int(os.environ.get("BENCH_RUNS", "20"))
-STEPS = int(os.environ.get("BENCH_STEPS", "50"))
+# The peers' shape (bench/peers.py): 1,000 steps over 10 workflows of 100 steps each.
+RUNS = int(os.environ.get("BENCH_RUNS", "10"))
+STEPS = int(os.environ.get("BENCH_STEPS", "100"))
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "5")))
 DBOS_ISSUE, FLOOR_ISSUE = 582, 3048  # issue 9's figures: DBOS 3.4 steps/s, raw commits/s
 
