@@ -33,10 +33,6 @@ class RowsInsert:
                 raise
             raise self.on_duplicate(exc) from exc
 
-    def duplicate_error(self, exc: IntegrityError) -> Exception:
-        """Return the error a unique violation of these rows means (the IntegrityError itself if none)."""
-        return self.on_duplicate(exc) if self.on_duplicate else exc
-
 
 @dataclass
 class RowsUpdate:

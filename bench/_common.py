@@ -50,7 +50,8 @@ def bench_scale() -> float:
     return scale
 
 
-def _maintenance_url(url: str) -> tuple[str, str]:
+def maintenance_url(url: str) -> tuple[str, str]:
+    """Return (the URL of the server's ``postgres`` database, the database name ``url`` names)."""
     parts = urlsplit(url)
     name = parts.path.lstrip("/")
     if not name:
@@ -63,7 +64,7 @@ def db_ensure(url: str) -> bool:
     import psycopg
     from psycopg import sql
 
-    admin_url, name = _maintenance_url(url)
+    admin_url, name = maintenance_url(url)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             return False
@@ -134,6 +135,26 @@ def peak_rss_mb(*, children: bool = False) -> float:
     return round(resource.getrusage(who).ru_maxrss / 1024, 1)  # Linux reports KiB
 
 
+def commit_floor(n: int = 500, **connect: Any) -> float:
+    """Return raw psycopg commits/s (one INSERT + COMMIT each): the floor of a durable step.
+
+    ``connect`` goes to ``psycopg.connect`` (``conninfo=`` a URL, or keyword parameters).
+    """
+    import psycopg
+
+    with psycopg.connect(**connect) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (x int)")
+        conn.commit()
+        start = time.perf_counter()
+        for i in range(n):
+            conn.execute("INSERT INTO bench_floor VALUES (%s)", [i])
+            conn.commit()
+        elapsed = time.perf_counter() - start
+        conn.execute("DROP TABLE bench_floor")
+        conn.commit()
+    return n / elapsed
+
+
 def pg_counters() -> dict[str, Any]:
     """Return the cluster's WAL position and the bench database's commit count, now.
 
@@ -175,7 +196,7 @@ def pg_version_text() -> str:
     import psycopg
 
     try:
-        with psycopg.connect(_maintenance_url(bench_url())[0], connect_timeout=3) as conn:
+        with psycopg.connect(maintenance_url(bench_url())[0], connect_timeout=3) as conn:
             return str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
     except psycopg.Error:
         return "unavailable"

@@ -24,7 +24,8 @@ from bench._common import engine_env  # noqa: E402
 
 engine_env(in_process=True)
 
-from bench._common import django_boot, emit, log, peak_rss_mb, percentiles, pg_counters, pg_delta  # noqa: E402
+from bench._common import (bench_url, commit_floor, django_boot, emit, log, peak_rss_mb,  # noqa: E402
+                           percentiles, pg_counters, pg_delta)
 
 # The peers' shape (bench/peers.py): 1,000 steps over 10 workflows of 100 steps each.
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
@@ -120,23 +121,9 @@ def _barrier(ids: list[str]) -> None:
         time.sleep(0.01)
 
 
-def _floor(n: int = 500) -> float:
-    """Return raw psycopg commits/s (one INSERT + COMMIT), the floor measured in this run."""
-    import psycopg
-    from django.db import connection
-
-    params = connection.get_connection_params()
-    with psycopg.connect(**{k: v for k, v in params.items() if k != "cursor_factory"}) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (x int)")
-        conn.commit()
-        t = time.perf_counter()
-        for i in range(n):
-            conn.execute("INSERT INTO bench_floor VALUES (%s)", [i])
-            conn.commit()
-        elapsed = time.perf_counter() - t
-        conn.execute("DROP TABLE bench_floor")
-        conn.commit()
-    return n / elapsed
+def _floor() -> float:
+    """Return raw psycopg commits/s on the bench database, the floor measured in this run."""
+    return commit_floor(conninfo=bench_url())
 
 
 def _peers() -> dict:

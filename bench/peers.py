@@ -34,7 +34,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import db_ensure, emit, log, percentiles  # noqa: E402
+from bench._common import (commit_floor, db_ensure, emit, log, maintenance_url,  # noqa: E402
+                           percentiles)
 
 STEPS = int(os.environ.get("BENCH_PEER_STEPS", "1000"))
 RUNS = int(os.environ.get("BENCH_PEER_RUNS", "10"))
@@ -74,18 +75,13 @@ def _db_url(suffix: str) -> str:
     return urlunsplit(parts._replace(path=parts.path + suffix))
 
 
-def _admin_url() -> str:
-    """Return the URL of the server's maintenance database."""
-    return urlunsplit(urlsplit(BASE_URL)._replace(path="/postgres"))
-
-
 def _db_fresh(url: str) -> None:
     """Drop and recreate the database ``url`` names, so every run starts from empty tables."""
     import psycopg
     from psycopg import sql
 
-    name = urlsplit(url).path.lstrip("/")
-    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+    admin, name = maintenance_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
                      .format(sql.Identifier(name)))
     db_ensure(url)
@@ -99,9 +95,9 @@ def _counters(url: str, *, settle_s: float = 10.0) -> dict[str, Any]:
     """
     import psycopg
 
-    name = urlsplit(url).path.lstrip("/")
+    admin, name = maintenance_url(url)
     deadline = time.monotonic() + settle_s
-    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+    with psycopg.connect(admin, autocommit=True) as conn:
         while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
                            [name]).fetchone()[0] and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -166,21 +162,9 @@ def _walinspect_install(url: str) -> None:
         log(f"peers: pg_walinspect unavailable, no write-commit figures ({str(exc).strip()})")
 
 
-def _floor(url: str, n: int = 500) -> float:
+def _floor(url: str) -> float:
     """Return raw psycopg commits/s (one INSERT + COMMIT each) on ``url``."""
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (x int)")
-        conn.commit()
-        start = time.perf_counter()
-        for i in range(n):
-            conn.execute("INSERT INTO bench_floor VALUES (%s)", [i])
-            conn.commit()
-        elapsed = time.perf_counter() - start
-        conn.execute("DROP TABLE bench_floor")
-        conn.commit()
-    return n / elapsed
+    return commit_floor(conninfo=url)
 
 
 def _per_step(rounds: list[dict[str, Any]], empty: dict[str, Any], key: str,
@@ -319,7 +303,7 @@ def _versions() -> dict[str, str]:
     import psycopg
 
     out = {pkg: importlib.metadata.version(pkg) for pkg in PACKAGES}
-    with psycopg.connect(_admin_url()) as conn:
+    with psycopg.connect(maintenance_url(BASE_URL)[0]) as conn:
         out["postgresql"] = str(conn.execute("SHOW server_version").fetchone()[0]).split()[0]
     out["python"] = platform.python_version()
     return out

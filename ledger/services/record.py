@@ -51,6 +51,7 @@ def attempts_insert(rows: list[ToolAttempt]) -> RowsInsert:
 
 
 def attempt_finish(call: ToolCall, attempt: int, status: str, **fields: Any) -> RowsUpdate:
-    """Return a writer closing an attempt that was opened before dispatch."""
+    """Return a writer closing an attempt that was opened before dispatch (finished now,
+    unless ``fields`` say when)."""
     return RowsUpdate(ToolAttempt, {"tool_call_id": call.pk, "attempt": attempt},
                       {"status": status, "finished_at": clock.now(), **fields})

@@ -66,7 +66,7 @@ class RunSession:
     # Ledger rows this session wrote, by tool_call_id: the tool phase right after a reply
     # needs them, and reading back what we just inserted would cost a round trip per unit.
     calls: dict[str, Any] = field(default_factory=dict)
-    # Recent turns' model messages (runs.engine.context), rebuilt only when a turn changes.
+    # Recent turns' model messages and fact lines (runs.engine.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
 
     def model(self) -> ModelClient:

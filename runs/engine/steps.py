@@ -36,7 +36,7 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent],
     updates = [RowsUpdate(Step, {"run_id": run_id, "key": key}, fields)
                for key, fields in changes.items()]
     if not plans:
-        return list(updates)
+        return updates
 
     def write() -> None:
         for plan in plans:

@@ -192,10 +192,9 @@ def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> 
 
 
 def _attempt_close(attempt: ToolAttempt) -> RowsUpdate:
-    return RowsUpdate(ToolAttempt, {"tool_call_id": attempt.tool_call.pk, "attempt": attempt.attempt},
-                      {"status": attempt.status, "error_class": attempt.error_class,
-                       "error": attempt.error, "finished_at": attempt.finished_at,
-                       "duration_ms": attempt.duration_ms})
+    return attempt_finish(attempt.tool_call, attempt.attempt, attempt.status,
+                          error_class=attempt.error_class, error=attempt.error,
+                          finished_at=attempt.finished_at, duration_ms=attempt.duration_ms)
 
 
 def _commit_rows_then(session: RunSession, calls: list[ToolCall], events: list[NewEvent],

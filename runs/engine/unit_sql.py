@@ -54,7 +54,6 @@ class _Col:
     attname: str
     column: str
     field: Any
-    is_json: bool
     fk_model: type[Model] | None
     stamped: bool  # auto_now / auto_now_add: pre_save sets it
     as_is: bool  # JSON and driver agree on its Python values (text, numbers, booleans)
@@ -65,23 +64,23 @@ class _Plan:
     table: str
     pk: str
     cols: tuple[_Col, ...]
-    natural_key: str | None  # a unique text column other rows of the unit can refer to
+    natural: _Col | None  # a unique text column other rows of the unit can refer to
 
 
 @cache
 def _plan(model: type[Model]) -> _Plan:
     meta = model._meta
     cols = tuple(
-        _Col(f.attname, f.column, f, isinstance(f, JSONField),
+        _Col(f.attname, f.column, f,
              f.related_model if isinstance(f, ForeignKey) else None,
              bool(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)),
              f.get_internal_type() in _AS_IS)
         for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
     single = {c.fields[0] for c in meta.constraints if isinstance(c, UniqueConstraint)
               and len(c.fields) == 1 and c.condition is None}
-    natural = next((f.column for f in meta.concrete_fields
-                    if (f.unique or f.name in single) and not f.primary_key
-                    and f.get_internal_type() == "CharField"), None)
+    natural = next((c for c in cols if (c.field.unique or c.field.name in single)
+                    and not c.field.primary_key
+                    and c.field.get_internal_type() == "CharField"), None)
     return _Plan(meta.db_table, meta.pk.column, cols, natural)
 
 
@@ -122,6 +121,7 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     params += [run.pk, expected_version]
     shape: list[tuple] = []
     inserted: list[type[Model]] = []
+    keyed: list[tuple[int, RowsInsert]] = []  # inserts whose new ids come back (by position)
     if events:
         shape.append(("i", Event, ()))
         params.append(_events_json(run.pk, events, first_seq, at))
@@ -132,19 +132,17 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
             shape.append(("i", op.model, refs))
             params.append(_rows_json(op, refs))
             inserted.append(op.model)
+            if _plan(op.model).natural and op.rows[0].pk is None:
+                keyed.append((len(shape) - 1, op))
         else:
             shape.append(("u", op.model, tuple(op.values), tuple(op.where)))
             params += [_prep(op.model, k, v, db) for k, v in op.values.items()]
             params += [_prep(op.model, k, v, db) for k, v in op.where.items()]
-    keyed = [op for op in ops if isinstance(op, RowsInsert) and _plan(op.model).natural_key
-             and op.rows[0].pk is None]
-    offset = len(shape) - len(ops)
-    sql = _statement(tuple(values), tuple(shape), tuple(
-        i + offset for i, op in enumerate(ops) if any(op is k for k in keyed)))
+    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed))
     row = _execute(db, sql, params)
     if row[0] != 1:
         return False
-    for op, ids in zip(keyed, row[1:]):
+    for (_, op), ids in zip(keyed, row[1:]):
         _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
     return True
 
@@ -202,7 +200,7 @@ def _statement(run_fields: tuple[str, ...], shape: tuple[tuple, ...],
         else:
             ctes.append(_update_sql(name, part[1], part[2], part[3]))
     returned = "".join(
-        f", (SELECT coalesce(jsonb_object_agg({_q(_plan(shape[i][1]).natural_key)}, "
+        f", (SELECT coalesce(jsonb_object_agg({_q(_plan(shape[i][1]).natural.column)}, "
         f"{_q(_plan(shape[i][1]).pk)}), '{{}}'::jsonb) FROM w{i})" for i in keyed)
     return f"WITH {', '.join(ctes)} SELECT (SELECT count(*) FROM r){returned}"
 
@@ -215,7 +213,7 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
     """Return (FK attname, target model) for FKs whose targets this unit inserts earlier."""
     return [(c.attname, c.fk_model) for c in _plan(model).cols
             if c.fk_model is not None and c.fk_model in inserted
-            and _plan(c.fk_model).natural_key]
+            and _plan(c.fk_model).natural]
 
 
 def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime) -> str:
@@ -232,7 +230,7 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
 
 def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str:
     plan = _plan(op.model)
-    ref_keys = {att: _natural_attname(m) for att, m in refs}
+    ref_keys = {att: _plan(m).natural.attname for att, m in refs}
     docs = []
     for obj in op.rows:
         doc = {}
@@ -253,11 +251,11 @@ def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
         if c.attname in refs:
             alias = f"{name}_{c.column}"
             joins.append(f"LEFT JOIN {refs[c.attname]} {alias} ON "
-                         f"{alias}.{_q(_plan(c.fk_model).natural_key)}::text = j->>'${c.attname}'")
+                         f"{alias}.{_q(_plan(c.fk_model).natural.column)}::text = j->>'${c.attname}'")
             select.append(f"coalesce(x.{_q(c.column)}, {alias}.{_q(_plan(c.fk_model).pk)})")
         else:
             select.append(f"x.{_q(c.column)}")
-    returning = f" RETURNING {_q(plan.pk)}, {_q(plan.natural_key)}" if plan.natural_key else ""
+    returning = f" RETURNING {_q(plan.pk)}, {_q(plan.natural.column)}" if plan.natural else ""
     return (f"{name} AS (INSERT INTO {table} ({', '.join(_q(c.column) for c in plan.cols)}) "
             f"SELECT {', '.join(select)} FROM r CROSS JOIN jsonb_array_elements(%s::jsonb) j "
             f"CROSS JOIN LATERAL jsonb_populate_record(NULL::{table}, j) x "
@@ -282,14 +280,8 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-@cache
-def _natural_attname(model: type[Model]) -> str:
-    return next(f.attname for f in model._meta.concrete_fields
-                if f.column == _plan(model).natural_key)
-
-
 def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:
-    key = _natural_attname(op.model)
+    key = _plan(op.model).natural.attname
     for obj in op.rows:
         obj.pk = ids.get(getattr(obj, key))
         obj._state.adding = False

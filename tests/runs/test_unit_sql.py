@@ -97,7 +97,7 @@ def test_updates_fold_in_and_match_only_their_rows(run):
         "a": "pending", "b": "running"}
 
 
-def test_what_cannot_fold_takes_the_orm_path():
+def test_what_cannot_fold_is_told_apart():
     call = ToolCall(tool_call_id="tc_x")
     assert unit_sql.foldable([RowsInsert(ToolCall, [call]), RowsUpdate(Step, {"key": "a"}, {})])
     assert not unit_sql.foldable([lambda: None])
@@ -105,6 +105,17 @@ def test_what_cannot_fold_takes_the_orm_path():
                                   RowsUpdate(Step, {"key": "a"}, {"status": "x"})])
     assert not unit_sql.foldable([RowsInsert(Step, []), RowsUpdate(Step, {"key": "a"}, {})])
     assert not unit_sql.foldable([RowsUpdate(ToolCall, {"pk": None}, {"status": "x"})])
+
+
+def test_a_unit_with_a_writer_that_cannot_fold_is_written_through_the_orm_all_the_same(run):
+    ran = []
+    with CaptureQueriesContext(connection) as queries:
+        event_append(run=run, expected_version=run.version, events=[NewEvent("run.note", {})],
+                     also=[toolcalls_insert([_call(run, 1)]), lambda: ran.append(1)])
+    sql = " ".join(q["sql"] for q in queries)
+    assert 'INSERT INTO "runs_event"' in sql and 'INSERT INTO "ledger_toolcall"' in sql
+    assert ran == [1] and ToolCall.objects.filter(run=run).count() == 1
+    assert Run.objects.get(pk=run.pk).last_seq == run.last_seq
 
 
 def _recorded(run):
@@ -152,3 +163,32 @@ def test_deleting_a_run_through_the_orm_takes_its_log_and_ledger_with_it(run):
     assert not Event.objects.filter(run_id=run.pk).exists()
     assert not ToolCall.objects.filter(run_id=run.pk).exists()
     assert not ToolAttempt.objects.filter(tool_call_id=calls[0].pk).exists()
+
+
+def test_a_lease_holder_renews_its_lease_every_third_of_the_ttl_not_every_unit(engine, settings):
+    import datetime as dt
+
+    from agentops import clock
+    from runs.engine.loop import session_open
+    from runs.engine.transition import run_claim
+
+    settings.AGENTOPS_LEASE_TTL_S = 3.0
+    start = clock.now()
+    t = {"now": start}
+    clock.set_now(lambda: t["now"])
+    try:
+        engine.make_agent("renewer", {"s": [engine.say("ok")]}, plan=["s"])
+        run = run_start(agent="renewer", goal="g")
+        claimed = run_claim(run_id=run.pk, owner="w", ttl_s=3.0)
+        session = session_open(claimed, "w")
+        granted = Run.objects.get(pk=run.pk).lease_expires_at
+        t["now"] = start + dt.timedelta(seconds=0.9)  # under a third of the TTL: no renewal
+        session.commit([NewEvent("run.note", {"text": "one"})])
+        assert Run.objects.get(pk=run.pk).lease_expires_at == granted
+        t["now"] = start + dt.timedelta(seconds=1.1)  # past a third: pushed a full TTL on
+        session.commit([NewEvent("run.note", {"text": "two"})])
+        fresh = Run.objects.get(pk=run.pk)
+        assert fresh.lease_expires_at == t["now"] + dt.timedelta(seconds=3.0)
+        assert fresh.updated_at == t["now"]
+    finally:
+        clock.set_now(None)
