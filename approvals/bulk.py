@@ -14,7 +14,8 @@ from django.db.models import QuerySet
 
 from agentops import clock
 from agentops.errors import AgentOpsError, InvalidInput
-from approvals.actions import RUN_ACTIONS
+from approvals.actions import BULK_ACTIONS
+from approvals.actions.params import params_validate
 from approvals.errors import NotAllowed
 from approvals.roles import has_role
 from runs.models import Run
@@ -32,20 +33,21 @@ def bulk_apply(*, verb: str, actor: Any, reason: str, run_ids: Iterable[Any] | N
                queryset: QuerySet[Run] | None = None,
                params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Apply ``verb`` to each selected run; return one {run_id, outcome, detail} per run."""
-    action = RUN_ACTIONS.get(verb)
+    action = BULK_ACTIONS.get(verb)
     if action is None:
-        raise InvalidInput(f"no bulk action {verb!r}; known: {', '.join(RUN_ACTIONS)}")
+        raise InvalidInput(f"no bulk action {verb!r}; known: {', '.join(BULK_ACTIONS)}")
     if not (reason or "").strip():
         raise InvalidInput("a reason is required for a bulk action")
     if not has_role(actor, *action.roles):
         raise NotAllowed(f"bulk {verb.replace('_', ' ')} needs the {' or '.join(action.roles)} "
                          "role; nothing was changed")
+    params = params_validate(verb, action.params, params or {})
     runs = _selection(run_ids, queryset)
     count = runs.count()
     if count > BULK_LIMIT:
         raise InvalidInput(f"{count} runs match; narrow the selection to {BULK_LIMIT} or fewer")
     bulk_id = clock.new_id("bulk")
-    return [_one(action, run, actor, reason, bulk_id, params or {})
+    return [_one(action, run, actor, reason, bulk_id, params)
             for run in runs.order_by("created_at", "id")]
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 
-from agentops.errors import AgentOpsError, Conflict
+from agentops.errors import AgentOpsError, Conflict, NotFound
 
 
 class ApprovalError(AgentOpsError):
@@ -38,3 +38,20 @@ class ActionNotApplicable(Conflict, ApprovalError):
     """The action does not apply to the run in its current state."""
 
     code = "not_applicable"
+
+
+class IllegalApprovalTransition(Conflict, ApprovalError):
+    """An approval status change the transition table does not allow; nothing was changed."""
+
+    code = "illegal_transition"
+
+    def __init__(self, src: str, dst: str, **details: object) -> None:
+        super().__init__(f"an approval cannot move from {src} to {dst}", src=src, dst=dst,
+                         **details)
+        self.src, self.dst = src, dst
+
+
+class UnknownAction(NotFound, ApprovalError):
+    """No operator action has this verb; the message lists the known ones."""
+
+    code = "unknown_action"

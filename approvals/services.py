@@ -18,6 +18,7 @@ from agentops.tools import ToolSpec
 from approvals.errors import AlreadyDecided, NotAllowed, StaleApproval
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
+from approvals.transition import approval_transition
 from ledger.keys import redact
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
@@ -144,10 +145,8 @@ def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
                                 error=reason[:500])
         events = [NewEvent("approval.decided", data, tool_call_id=call.tool_call_id, actor=who),
                   _rejected_result(call, reason, who)]
-    a.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
-    a.approved_args = args if approve else None
-    a.decided_by, a.decided_at, a.reason = user, clock.now(), reason
-    a.save(update_fields=["status", "approved_args", "decided_by", "decided_at", "reason"])
+    approval_transition(a, ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED,
+                        reason=reason, user=user, approved_args=args if approve else None)
     _wake(run, events, [write], who)
 
 
@@ -201,8 +200,7 @@ def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who:
 def _mark_stale(a: Approval, run: Run, why: str) -> None:
     from runs.engine.events import event_append
 
-    a.status, a.decided_at, a.reason = ApprovalStatus.STALE, clock.now(), why
-    a.save(update_fields=["status", "decided_at", "reason"])
+    approval_transition(a, ApprovalStatus.STALE, reason=why)
     if run.status not in TERMINAL:
         event_append(run=run, events=[NewEvent("approval.stale", {
             "approval": a.pk, "tool_call_id": a.tool_call.tool_call_id, "why": why})])
@@ -234,9 +232,8 @@ def approval_expire(*, approval: Approval) -> str:
         if a.expires_at is None or a.expires_at > clock.now():
             return ""
         run = Run.objects.select_for_update().get(pk=a.run_id)
-        a.status, a.decided_at = ApprovalStatus.EXPIRED, clock.now()
-        a.reason = f"nobody decided by {a.expires_at.isoformat(timespec='seconds')}"
-        a.save(update_fields=["status", "decided_at", "reason"])
+        approval_transition(a, ApprovalStatus.EXPIRED, reason=f"nobody decided by "
+                            f"{a.expires_at.isoformat(timespec='seconds')}")
         if run.status not in TERMINAL:
             _EXPIRY[a.expiry_outcome](a, run)
     return a.expiry_outcome

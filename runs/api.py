@@ -11,7 +11,8 @@ from ninja import Header, Path, Query, Router, Status
 
 from agentops import api_auth
 from approvals import limits
-from approvals.actions import RUN_ACTIONS
+from approvals.actions import RUN_ACTIONS, action_for
+from approvals.actions.terminate import Terminate
 from approvals.bulk import bulk_apply, bulk_count
 from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
@@ -37,7 +38,6 @@ from runs.schemas import (
     SnapshotOut,
     SnapshotStateOut,
     StepOut,
-    action_params,
 )
 from runs.services_signals import run_fork, run_signal
 
@@ -150,9 +150,13 @@ def list_signals(request: HttpRequest, run_id: uuid.UUID,
 
 @router.post("/{run_id}/cancel", response=RunOut, summary="Cancel a run")
 def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
-    """Cancel a run; a run that has already ended is 409."""
+    """Cancel a run (the terminate action: audited, its pending approvals go stale); a run
+    that has already ended is 409."""
     user = api_auth.operator(request)
-    return services.run_cancel(run=sel.run_get(run_id=run_id), actor=user, reason=body.reason)
+    run = sel.run_get(run_id=run_id)
+    action_for(Terminate.verb).execute(user, run, body.reason)
+    run.refresh_from_db()
+    return run
 
 
 @router.post("/{run_id}/fork", response={201: RunOut}, summary="Fork a run")
@@ -174,7 +178,7 @@ def send_signal(request: HttpRequest, run_id: uuid.UUID, body: SignalIn):
 def act_on_run(request: HttpRequest, run_id: uuid.UUID, body: ActionIn) -> dict:
     """Apply an operator action (retry, skip, ...) with a reason; refusals change nothing."""
     api_auth.viewer(request)  # each action checks its own roles (operators, admins)
-    params = action_params(body.action, body.params)
+    params = body.params.model_dump(exclude_unset=True)
     run = sel.run_get(run_id=run_id)
     changes = RUN_ACTIONS[body.action].execute(request.auth, run, body.reason, **params)
     run.refresh_from_db()

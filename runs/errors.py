@@ -79,3 +79,9 @@ class IdempotencyConflict(Conflict, RunError):
     """The Idempotency-Key was used before for a different request."""
 
     code = "idempotency_conflict"
+
+
+class UnknownEventType(InvalidInput, RunError):
+    """An event type that runs.event_types does not declare; nothing was written."""
+
+    code = "unknown_event_type"

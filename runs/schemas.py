@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from ninja import Field, Schema
-from pydantic import ConfigDict
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import ConfigDict, create_model
 
-from agentops.errors import InvalidInput
-
+from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.statuses import BlockReason, RunStatus
 
 Text200 = Field(min_length=1, max_length=200)
@@ -163,9 +161,9 @@ class SnapshotStateOut(SnapshotOut):
 
 
 class CancelIn(Schema):
-    """Why the run is cancelled (kept in the audit log)."""
+    """Why the run is cancelled (required: kept in the audit log)."""
 
-    reason: str = Field("", max_length=2000)
+    reason: str = Field(min_length=1, max_length=2000)
 
 
 class ForkIn(Schema):
@@ -193,18 +191,27 @@ class SignalOut(Schema):
     consumed_seq: int | None
 
 
-Verb = Literal[
-    "retry", "skip", "rollback", "terminate", "confirm_executed", "confirm_not_executed",
-    "resume", "raise_budget",
-]
+RunVerb = Literal[tuple(RUN_ACTIONS)]  # type: ignore[valid-type]
+BulkVerb = Literal[tuple(BULK_ACTIONS)]  # type: ignore[valid-type]
 
 
-class ActionIn(Schema):
-    """An operator action on a run, with the reason people will read in the audit log."""
-
-    action: Verb
+class _ActionInBase(Schema):
     reason: str = Field(min_length=1, max_length=2000)
-    params: dict[str, Any] = Field(default_factory=dict)
+
+
+def _action_in(action: Any) -> type[Schema]:
+    """Return the request body of one action: its verb, a reason and its own params schema."""
+    camel = "".join(w.capitalize() for w in action.verb.split("_"))
+    return create_model(
+        f"{camel}ActionIn", __base__=_ActionInBase, __doc__=f"{action.label}: {action.help}",
+        action=(Literal[action.verb], ...),
+        params=(action.params, Field(default_factory=action.params,
+                                     description=action.params.__doc__ or "")))
+
+
+# One body per action, told apart by ``action``: OpenAPI shows each action's own params.
+ActionIn = Annotated[Union[tuple(_action_in(a) for a in RUN_ACTIONS.values())],  # noqa: UP007
+                     Field(discriminator="action")]
 
 
 class BulkActionIn(Schema):
@@ -213,7 +220,7 @@ class BulkActionIn(Schema):
     ``preview`` only counts the runs it would touch, so a caller can show the count first.
     """
 
-    action: Verb
+    action: BulkVerb
     reason: str = Field(min_length=1, max_length=2000)
     run_ids: list[uuid.UUID] | None = Field(None, max_length=1000)
     filter: RunFiltersIn | None = None
@@ -241,63 +248,6 @@ class ActionOut(Schema):
     action: str
     changes: dict[str, Any]
     run: RunOut
-
-
-class _Params(Schema):
-    model_config = ConfigDict(extra="forbid")
-
-
-class NoParams(_Params):
-    """This action takes no parameters."""
-
-
-class SkipParams(_Params):
-    """Skip the current step (or ``step``), optionally giving the output it should have had."""
-
-    output: Any = None
-    step: str | None = Field(None, max_length=100)
-
-
-class RollbackParams(_Params):
-    """Undo the step's calls back to ``to_seq``; ``ticked`` are the calls to compensate."""
-
-    to_seq: int | None = Field(None, ge=1, le=2**62)
-    ticked: list[str] = Field(default_factory=list, max_length=500)
-
-
-class RaiseBudgetParams(_Params):
-    """New (higher) limits for the run."""
-
-    tokens: int | None = Field(None, gt=0, le=10**12)
-    model_calls: int | None = Field(None, gt=0, le=10**9)
-    tool_calls: int | None = Field(None, gt=0, le=10**9)
-    cost_micros: int | None = Field(None, gt=0, le=10**15)
-    seconds: int | None = Field(None, gt=0, le=10**8)
-
-
-class ConfirmParams(_Params):
-    """Which unknown call is settled, with the facts and evidence a person found."""
-
-    tool_call: str | None = Field(None, max_length=40)
-    facts: dict[str, Any] | None = None
-    evidence: str = Field("", max_length=5000)
-
-
-def action_params(verb: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """Return the validated parameters of ``verb`` (unset ones left out), or raise 422."""
-    try:
-        parsed = ACTION_PARAMS[verb].model_validate(raw)
-    except PydanticValidationError as exc:
-        errors = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors()]
-        raise InvalidInput(f"invalid params for {verb}", errors=errors) from None
-    return parsed.model_dump(exclude_unset=True)
-
-
-ACTION_PARAMS: dict[str, type[Schema]] = {
-    "retry": NoParams, "terminate": NoParams, "resume": NoParams, "skip": SkipParams,
-    "rollback": RollbackParams, "raise_budget": RaiseBudgetParams,
-    "confirm_executed": ConfirmParams, "confirm_not_executed": ConfirmParams,
-}
 
 
 class BudgetPolicyOut(Schema):

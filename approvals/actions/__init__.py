@@ -1,32 +1,16 @@
-"""Operator actions and approval decisions, one module per verb; ACTIONS maps verb -> action."""
+"""What an operator can press: one module per verb; the registry lists them (see registry.py)."""
 from __future__ import annotations
 
-from approvals.actions import (
-    approve,
-    confirm,
-    edit_args,
-    raise_budget,
-    reject,
-    resume,
-    retry,
-    rollback,
-    skip,
-    terminate,
+from approvals.actions.registry import (
+    ACTIONS,
+    APPROVAL_ACTIONS,
+    BULK_ACTIONS,
+    RUN_ACTIONS,
+    action_for,
+    actions_for,
 )
-from approvals.actions.base import Action
 
-ACTIONS: dict[str, Action] = {a.verb: a for a in (
-    retry.ACTION, skip.ACTION, rollback.ACTION, terminate.ACTION, confirm.CONFIRM_EXECUTED,
-    confirm.CONFIRM_NOT_EXECUTED, resume.ACTION, raise_budget.ACTION, approve.ACTION,
-    reject.ACTION, edit_args.ACTION,
-)}
-RUN_ACTIONS = {v: a for v, a in ACTIONS.items() if a.name.startswith("run.")}
-APPROVAL_ACTIONS = {v: a for v, a in ACTIONS.items() if a.name.startswith("approval.")}
+action_get = action_for  # the older name
 
-
-def action_get(verb: str) -> Action:
-    """Return the action for ``verb`` (KeyError names the known verbs)."""
-    try:
-        return ACTIONS[verb]
-    except KeyError:
-        raise KeyError(f"no action {verb!r}; known: {', '.join(ACTIONS)}") from None
+__all__ = ["ACTIONS", "APPROVAL_ACTIONS", "BULK_ACTIONS", "RUN_ACTIONS", "action_for",
+           "action_get", "actions_for"]

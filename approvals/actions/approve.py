@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview
+from approvals.actions.base import Action, call_preview
 from approvals.errors import ActionNotApplicable, NotAllowed
 from approvals.models import Approval
 from approvals.roles import SUPPORT
@@ -15,6 +15,7 @@ from runs.models import Run
 class ApprovalAction(Action):
     """A decision on one approval (support and admins decide)."""
 
+    target = "approval"
     roles = (SUPPORT,)
     reason_required = False
 
@@ -46,6 +47,8 @@ class Approve(ApprovalAction):
     """Approve the call as proposed."""
 
     name, verb = "approval.approve", "approve"
+    label = "Approve"
+    help = "Let the tool call run with the arguments it proposed."
 
     def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
         """Call approval_decide(approve=True)."""
@@ -58,8 +61,3 @@ class Approve(ApprovalAction):
 
 
 ACTION = Approve()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

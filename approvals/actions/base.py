@@ -1,26 +1,31 @@
-"""The operator action: check() who may do it to what, execute() it, write the audit row.
+"""The operator action: one declaration per verb, read by every surface that offers it.
 
-An action is one verb (retry, approve, ...) with the roles allowed to use it and the states it
-applies to. ``check`` raises NotAllowed (wrong role) or ActionNotApplicable (wrong state) and
-changes nothing; ``execute`` checks first, calls one service, and writes an Intervention with
-the actor, the dotted action name and what the service changed. ``preview`` says, before it
-runs, which tool calls the action will cause to run again and their effect class.
+An action is one verb (retry, approve, ...) and everything known about it: ``label`` and
+``help`` (the console's button and dialog), ``statuses`` (the run statuses it applies to,
+the same tuple its service checks), ``roles``, ``params`` (a pydantic schema: the API body,
+OpenAPI, the dialog's fields) and ``bulk`` (offered on the queue's bulk form). ``check``
+raises NotAllowed (wrong role) or ActionNotApplicable (wrong state) and changes nothing;
+``execute`` checks first, calls one service, and writes an Intervention with the actor, the
+dotted action name and what the service changed. ``preview`` says, before it runs, which
+tool calls the action will cause to run again and their effect class.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import transaction
 
 from agentops.errors import InvalidInput
+from approvals.actions.params import ActionParams, NoParams
 from approvals.errors import ActionNotApplicable, NotAllowed
 from approvals.models import Intervention
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
+from runs.services_operator import rules
 
 _ROLE_WORDS = {OPERATOR: "operator", SUPPORT: "support", ADMIN: "admin"}
 RUNNABLE_AGAIN = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.CONFIRMED_NOT_EXECUTED)
@@ -29,12 +34,19 @@ RUNNABLE_AGAIN = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.CONFIRMED_NOT_EXECUTED
 class Action:
     """One verb a person can apply; subclasses set the class attributes and ``perform``."""
 
-    name = ""  # dotted audit name, e.g. "run.retry"
-    verb = ""  # what the console and bulk call it, e.g. "retry"
-    roles: tuple[str, ...] = (OPERATOR,)
-    statuses: tuple[str, ...] = ()  # run statuses it applies to (empty: any live status)
-    reason_required = True
-    atomic = True  # False when the service commits in steps (it calls the outside world)
+    name: ClassVar[str] = ""  # dotted audit name, e.g. "run.retry"
+    verb: ClassVar[str] = ""  # what the console, bulk and the API call it, e.g. "retry"
+    label: ClassVar[str] = ""  # the button ("Retry step")
+    help: ClassVar[str] = ""  # one or two sentences in the dialog: what happens if pressed
+    target: ClassVar[str] = "run"  # what it acts on: "run" or "approval"
+    roles: ClassVar[tuple[str, ...]] = (OPERATOR,)
+    statuses: ClassVar[tuple[str, ...]] = ()  # run statuses it applies to (its service's)
+    params: ClassVar[type[ActionParams]] = NoParams
+    bulk: ClassVar[bool] = False  # offered on many runs at once (needs no parameters)
+    danger: ClassVar[bool] = False  # shown as a destructive button
+    during_rollback: ClassVar[bool] = False  # may act while a rollback holds the run
+    reason_required: ClassVar[bool] = True
+    atomic: ClassVar[bool] = True  # False when the service commits in steps (outside world)
 
     def check(self, user: Any, target: Any) -> None:
         """Raise NotAllowed or ActionNotApplicable unless ``user`` may do this to ``target``."""
@@ -44,13 +56,27 @@ class Action:
                              "nothing was changed")
         self.applies(target)
 
+    def refusal(self, user: Any, target: Any) -> str:
+        """Return why ``check`` refuses (role or state), or "" when the user may press it."""
+        try:
+            self.check(user, target)
+        except (NotAllowed, ActionNotApplicable) as exc:
+            return exc.message
+        return ""
+
     def applies(self, target: Any) -> None:
-        """Raise ActionNotApplicable unless the action fits the target's current state."""
+        """Raise ActionNotApplicable unless the action fits the target's current state.
+
+        Uses the very predicates the service checks under its lock (runs.services_operator
+        .rules), so what the console offers is what the service accepts.
+        """
         run = self.run_of(target)
-        if self.statuses and run.status not in self.statuses:
-            raise ActionNotApplicable(f"{self.verb.replace('_', ' ')} applies to runs that are "
-                                      f"{' or '.join(self.statuses)}; this one is {run.status}",
-                                      status=run.status)
+        refusal = rules.status_refusal(run, self.statuses, self.verb.replace("_", " "))
+        if refusal:
+            raise ActionNotApplicable(refusal, status=run.status)
+        refusal = "" if self.during_rollback else rules.rollback_refusal(run)
+        if refusal:
+            raise ActionNotApplicable(refusal)
 
     def execute(self, user: Any, target: Any, reason: str = "", **params: Any) -> dict[str, Any]:
         """Check, perform, and record who did what and why; return what changed."""

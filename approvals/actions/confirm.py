@@ -3,17 +3,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview
+from ninja import Field
+
+from approvals.actions.base import Action, call_preview
+from approvals.actions.params import ActionParams
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
-from runs.services_operator import run_confirm
-from runs.statuses import RunStatus
+from runs.services_operator import rules, run_confirm
+
+_CALL = Field(None, max_length=40, description="the unknown call (default: the run's current)",
+              json_schema_extra={"widget": "hidden"})
+
+
+class ConfirmNotExecutedParams(ActionParams):
+    """Which unknown call did not happen, and what shows it."""
+
+    tool_call: str | None = _CALL
+    evidence: str = Field("", max_length=5000, title="Evidence (what shows it did not happen)",
+                          json_schema_extra={"widget": "text"})
+
+
+class ConfirmExecutedParams(ConfirmNotExecutedParams):
+    """Which unknown call happened, with the facts and evidence a person found."""
+
+    evidence: str = Field("", max_length=5000, title="Evidence (what shows it happened)",
+                          json_schema_extra={"widget": "text"})
+    facts: dict[str, Any] | None = Field(None, title="Facts it produced (optional JSON)",
+                                         json_schema_extra={"widget": "json"})
 
 
 class _Confirm(Action):
     executed = True
-    statuses = (RunStatus.UNKNOWN,)
+    statuses = rules.CONFIRM
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_confirm (``tool_call``, ``facts``, ``evidence`` are optional)."""
@@ -30,13 +52,21 @@ class ConfirmExecuted(_Confirm):
     """It happened: record the outcome (facts, evidence) and continue; nothing runs again."""
 
     name, verb = "run.confirm_executed", "confirm_executed"
+    label = "It executed"
+    help = ("Record that the tool call did happen (add evidence); the run continues with "
+            "that outcome.")
+    params = ConfirmExecutedParams
 
 
 class ConfirmNotExecuted(_Confirm):
     """It did not happen: the call is run again with the same idempotency key."""
 
     name, verb = "run.confirm_not_executed", "confirm_not_executed"
+    label = "It did not execute"
+    help = "Record that the tool call did not happen; it is retried with the same idempotency key."
+    params = ConfirmNotExecutedParams
     executed = False
+    bulk = True
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """List the unknown call, which runs again."""
@@ -46,9 +76,3 @@ class ConfirmNotExecuted(_Confirm):
 
 CONFIRM_EXECUTED = ConfirmExecuted()
 CONFIRM_NOT_EXECUTED = ConfirmNotExecuted()
-_BY_VERB = {"confirm_executed": CONFIRM_EXECUTED, "confirm_not_executed": CONFIRM_NOT_EXECUTED}
-
-
-def action_for(*, verb: str, **kwargs: Any) -> Any:
-    """Return the confirm action named by ``verb`` bound for the console."""
-    return bind(_BY_VERB[verb], **kwargs)

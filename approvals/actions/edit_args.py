@@ -5,15 +5,28 @@ from typing import Any
 
 from agentops.errors import InvalidInput
 from approvals.actions.approve import ApprovalAction
-from approvals.actions.base import bind, call_preview
+from ninja import Field
+
+from approvals.actions.base import call_preview
+from approvals.actions.params import ActionParams
 from approvals.models import Approval
 from approvals.services import approval_decide
+
+
+class EditArgsParams(ActionParams):
+    """The corrected arguments (a JSON object, checked against the tool's schema)."""
+
+    args: dict[str, Any] = Field(title="Arguments", json_schema_extra={"widget": "json"})
 
 
 class EditApprove(ApprovalAction):
     """Approve with edited arguments; proposed, approved and executed arguments are all kept."""
 
     name, verb = "approval.edit_approve", "edit_args"
+    label = "Edit and approve"
+    help = ("Approve the call with corrected arguments (checked against the tool's schema); "
+            "proposed, approved and executed arguments are all kept.")
+    params = EditArgsParams
 
     def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
         """Call approval_decide with ``args`` (or ``edited_args``)."""
@@ -29,8 +42,3 @@ class EditApprove(ApprovalAction):
 
 
 ACTION = EditApprove()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

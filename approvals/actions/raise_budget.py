@@ -3,25 +3,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview, step_calls
-from approvals.errors import ActionNotApplicable
+from ninja import Field
+
+from approvals.actions.base import Action, call_preview, step_calls
+from approvals.actions.params import ActionParams
 from approvals.roles import ADMIN
 from runs.models import Run
-from runs.services_operator import run_raise_budget
+from runs.services_operator import rules, run_raise_budget
 from runs.statuses import BlockReason, RunStatus
+
+
+def _limit(title: str, le: int, initial: str = "") -> Any:
+    extra = {"widget": "number", **({"initial": initial} if initial else {})}
+    return Field(None, gt=0, le=le, title=title, json_schema_extra=extra)
+
+
+class RaiseBudgetParams(ActionParams):
+    """New (higher) limits for the run; leave a limit out to keep it."""
+
+    tokens: int | None = _limit("Tokens", 10**12, "budget_tokens")
+    cost_micros: int | None = _limit("Cost (micro-$)", 10**15, "budget_cost_micros")
+    model_calls: int | None = _limit("Model calls", 10**9, "budget_model_calls")
+    tool_calls: int | None = _limit("Tool calls", 10**9, "budget_tool_calls")
+    seconds: int | None = _limit("Seconds from now (deadline)", 10**8)
 
 
 class RaiseBudget(Action):
     """Raise tokens / model_calls / tool_calls / cost_micros / seconds for one run."""
 
     name, verb = "run.raise_budget", "raise_budget"
+    label = "Raise budget"
+    help = "Raise this run's limits, then resume it."
     roles = (ADMIN,)
-
-    def applies(self, target: Run) -> None:
-        """Refuse a run that already ended."""
-        if target.is_terminal:
-            raise ActionNotApplicable(f"the run already ended ({target.status})",
-                                      status=target.status)
+    statuses = rules.LIVE
+    params = RaiseBudgetParams
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_raise_budget with the new limits."""
@@ -35,8 +50,3 @@ class RaiseBudget(Action):
 
 
 ACTION = RaiseBudget()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

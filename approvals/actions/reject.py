@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.actions.approve import ApprovalAction
-from approvals.actions.base import bind
 from approvals.models import Approval
 from approvals.services import approval_decide
 
@@ -13,6 +12,8 @@ class Reject(ApprovalAction):
     """Reject with a reason (required: the model sees it)."""
 
     name, verb = "approval.reject", "reject"
+    label = "Reject"
+    help = "Refuse the tool call; the agent sees your reason and finds another way."
     reason_required = True
 
     def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
@@ -22,8 +23,3 @@ class Reject(ApprovalAction):
 
 
 ACTION = Reject()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

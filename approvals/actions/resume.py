@@ -3,17 +3,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview, step_calls
+from approvals.actions.base import Action, call_preview, step_calls
 from runs.models import Run
-from runs.services_operator import run_resume
-from runs.statuses import RunStatus
+from approvals.errors import ActionNotApplicable
+from runs.services_operator import rules, run_resume
 
 
 class Resume(Action):
     """Put a budget-paused run back in the queue."""
 
     name, verb = "run.resume", "resume"
-    statuses = (RunStatus.BLOCKED,)
+    label = "Resume"
+    help = "Continue the run (after its budget was raised)."
+    statuses = rules.RESUME
+    bulk = True
+
+    def applies(self, target: Run) -> None:
+        """Refuse what run_resume refuses: another block reason, or a budget still spent."""
+        super().applies(target)
+        refusal = rules.resume_refusal(target)
+        if refusal:
+            raise ActionNotApplicable(refusal, status=target.status)
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_resume."""
@@ -25,8 +35,3 @@ class Resume(Action):
 
 
 ACTION = Resume()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

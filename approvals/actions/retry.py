@@ -3,19 +3,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview, step_calls
+from approvals.actions.base import Action, call_preview, step_calls
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
-from runs.services_operator import run_retry
-from runs.statuses import RunStatus
+from runs.services_operator import rules, run_retry
 
 
 class Retry(Action):
     """Reset the step (fresh retries, guards) and run the call that failed again."""
 
     name, verb = "run.retry", "retry"
-    statuses = (RunStatus.BLOCKED,)
+    label = "Retry step"
+    help = ("Resume from the last clean checkpoint before the failed step, with a fresh "
+            "retry budget for that step.")
+    statuses = rules.RETRY
+    bulk = True
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_retry."""
@@ -35,8 +38,3 @@ class Retry(Action):
 
 
 ACTION = Retry()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

@@ -3,17 +3,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind, call_preview
+from ninja import Field
+
+from approvals.actions.base import Action, call_preview
+from approvals.actions.params import ActionParams
 from runs.models import Run
-from runs.services_operator import rollback_plan, run_rollback
-from runs.services_operator.rollback import ROLLBACK_STATUSES
+from runs.services_operator import rollback_plan, rules, run_rollback
+
+
+class RollbackParams(ActionParams):
+    """Undo the effects since event ``to_seq``; ``ticked`` are the calls handled by hand."""
+
+    to_seq: int | None = Field(None, ge=1, le=2**62, title="Roll back to",
+                               json_schema_extra={"widget": "checkpoint"})
+    ticked: list[str] = Field(default_factory=list, max_length=500,
+                              title="I handled it by hand",
+                              json_schema_extra={"widget": "ticks"})
 
 
 class Rollback(Action):
     """Undo what can be undone since ``to_seq`` and restore the run to that checkpoint."""
 
     name, verb = "run.rollback", "rollback"
-    statuses = ROLLBACK_STATUSES
+    label = "Roll back"
+    help = ("Compensate reversible side effects since the chosen checkpoint, list the "
+            "irreversible ones for you to handle, then restore to that checkpoint.")
+    statuses = rules.ROLLBACK
+    params = RollbackParams
     atomic = False  # compensations call the outside world; each is committed on its own
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
@@ -32,8 +48,3 @@ class Rollback(Action):
 
 
 ACTION = Rollback()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

@@ -3,22 +3,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, bind
-from approvals.errors import ActionNotApplicable
+from approvals.actions.base import Action
 from runs.models import Run
-from runs.services_operator import run_terminate
+from runs.services_operator import rules, run_terminate
 
 
 class Terminate(Action):
     """Cancel the run (RunCancelled first; late results are recorded, never turn it green)."""
 
     name, verb = "run.terminate", "terminate"
-
-    def applies(self, target: Run) -> None:
-        """Refuse a run that already ended."""
-        if target.is_terminal:
-            raise ActionNotApplicable(f"the run already ended ({target.status})",
-                                      status=target.status)
+    label = "Terminate"
+    help = "Cancel the run. Nothing new starts; an in-flight tool is told to stop."
+    statuses = rules.LIVE
+    bulk = True
+    danger = True
+    during_rollback = True  # run_terminate does not wait for a rollback
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_terminate."""
@@ -26,8 +25,3 @@ class Terminate(Action):
 
 
 ACTION = Terminate()
-
-
-def action_for(**kwargs: Any) -> Any:
-    """Return the action bound for the console."""
-    return bind(ACTION, **kwargs)

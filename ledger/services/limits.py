@@ -9,6 +9,7 @@ from django.db.models import F
 
 from agentops import clock
 from ledger.models import ToolLimit
+from ledger.services.record import toolcall_move
 
 _BREAKER_CATEGORIES = {"transient", "timeout", "rate_limited", "server_error"}
 
@@ -103,8 +104,8 @@ def limits_admit(*, calls: list[Any], caps: dict[str, tuple[int | None, int | No
                 if window.count() + running + n > rate:
                     oldest = window.order_by("started_at").values_list("started_at", flat=True).first()
                     return (oldest or now) + dt.timedelta(seconds=60.05)
+        for c in calls:
+            toolcall_move(c, ToolCallStatus.RUNNING, updated_at=now)
         ToolCall.objects.filter(pk__in=[c.pk for c in calls]).update(
             status=ToolCallStatus.RUNNING, updated_at=now)
-    for c in calls:
-        c.status = ToolCallStatus.RUNNING
     return None

@@ -1,7 +1,10 @@
 """Ledger writes: tool-call rows recorded before execution, outcomes recorded after.
 
 Every function here returns a callable to run inside the unit's transaction (the engine
-commits ledger rows together with the events that mention them).
+commits ledger rows together with the events that mention them). ``toolcall_move`` is the
+one place a ToolCall's status changes: every writer (these, the engine's in-memory rows not
+inserted yet, the concurrency limiter's bulk claim) checks ``TOOLCALL_TRANSITIONS`` through
+it, in Python, before any SQL is built.
 """
 from __future__ import annotations
 
@@ -29,8 +32,11 @@ def toolcalls_insert(rows: list[ToolCall]) -> RowsInsert:
     return RowsInsert(ToolCall, rows, on_duplicate=duplicate)
 
 
-def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], Any]:
-    """Return a writer moving ``call`` to status ``to`` (checked) with ``fields``."""
+def toolcall_move(call: ToolCall, to: str, **fields: Any) -> dict[str, Any]:
+    """Check ``call`` may move to ``to``, set it (and ``fields``) on the instance; return them.
+
+    Raises IllegalToolCallTransition (409) when the transition table does not allow it.
+    """
     if to != call.status and not toolcall_can_move(call.status, to):
         raise IllegalToolCallTransition(
             f"tool call {call.tool_call_id} cannot move from {call.status} to {to}",
@@ -39,6 +45,12 @@ def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], Any]
     values = {"status": to, "updated_at": clock.now(), **fields}
     for name, value in values.items():
         setattr(call, name, value)
+    return values
+
+
+def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], Any]:
+    """Return a writer moving ``call`` to status ``to`` (checked) with ``fields``."""
+    values = toolcall_move(call, to, **fields)
     if call.pk is not None:
         return RowsUpdate(ToolCall, {"pk": call.pk}, values)
     # Inserted in this same unit: its id is known only once the insert ran.

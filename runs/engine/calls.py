@@ -10,7 +10,7 @@ from approvals.services import approval_build, approval_needed, approvals_insert
 from ledger.keys import args_hash, idempotency_key, redact
 from ledger.models import ToolCall
 from ledger.sealed import seal
-from ledger.services.record import toolcalls_insert
+from ledger.services.record import toolcall_move, toolcalls_insert
 from ledger.statuses import DONE_OK, ToolCallStatus
 from runs.engine.events import NewEvent, result_event
 from runs.engine.session import RunSession
@@ -68,7 +68,7 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
             rows.append(p.row)
             reason = approval_needed(p.spec, p.args or {})
             if reason:
-                p.row.status = ToolCallStatus.AWAITING_APPROVAL
+                toolcall_move(p.row, ToolCallStatus.AWAITING_APPROVAL)
                 approvals.append(approval_build(run=session.run, call=p.row, spec=p.spec,
                                                 why=reason, state=session.state))
     if rows and not approvals and all(_inline_ok(session, p) for p in valid if p.row):

@@ -17,7 +17,8 @@ from django.db import IntegrityError, connection, transaction
 from agentops import clock
 from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
-from runs.errors import LeaseLost, RunNotFound
+from runs.errors import LeaseLost, RunNotFound, UnknownEventType
+from runs.event_types import is_known
 from runs.models import Event, Run
 
 
@@ -33,6 +34,9 @@ class NewEvent:
     actor: str = ""
 
     def __post_init__(self) -> None:
+        if not is_known(self.type):
+            raise UnknownEventType(f"event type {self.type!r} is not declared in "
+                                   "runs.event_types (reduced or audit-only)", type=self.type)
         check_json(self.data, f"event[{self.type}].data")
 
     @cached_property

@@ -15,6 +15,7 @@ from agentops import clock
 from agentops.tools import ToolContext, ToolResult, ToolSpec, WaitForSignal, WaitRequest
 from ledger.models import ToolCall
 from ledger.services.limits import limit_values, limits_admit
+from ledger.services.record import toolcall_move, toolcall_update
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.events import NewEvent, event_append
 from runs.engine.outcomes import wait
@@ -115,11 +116,8 @@ def late_results_record(session: RunSession, settled: list[Settlement], new_rows
 def _late_row(st: Settlement, new_rows: bool) -> None:
     fields = {k: v for k, v in st.fields.items() if k != "not_before"}
     if new_rows or not ToolCall.objects.filter(pk=st.call.pk).exists():
-        st.call.status = st.status
-        for k, v in fields.items():
-            setattr(st.call, k, v)
+        toolcall_move(st.call, st.status, **fields)
         ToolCall.objects.bulk_create([st.call], ignore_conflicts=True)
         return
-    ToolCall.objects.filter(pk=st.call.pk).update(status=st.status, updated_at=clock.now(),
-                                                  **fields)
+    toolcall_update(st.call, st.status, **fields)()
 

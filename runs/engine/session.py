@@ -21,7 +21,7 @@ from agentops.llm.protocol import ModelClient
 from runs.engine import reducer
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import snapshot_build
-from runs.engine.steps import step_rows_writers
+from runs.engine.steps import step_rows_writers, step_statuses
 from runs.engine.transition import run_transition
 from runs.models import Run, Snapshot
 from runs.statuses import RunStatus, StepStatus
@@ -89,6 +89,7 @@ class RunSession:
         """Apply ``events`` to the state and commit them (and a status change) as one unit."""
         seq = self.run.last_seq
         written = list(events)
+        before = step_statuses(self.state, written)
         for e in written:
             seq += 1
             reducer.apply(self.state, {"seq": seq, "type": e.type, "data": e.data})
@@ -100,7 +101,7 @@ class RunSession:
         if to is None or to == RunStatus.RUNNING:
             values.update(self._lease_renewal())
         extra = list(also)
-        extra.extend(step_rows_writers(self.run.pk, written, self.state))
+        extra.extend(step_rows_writers(self.run.pk, written, self.state, before))
         phase = milestone or ("rest" if to in _REST else "")
         if self._snapshot_due(phase):
             extra.append(self._snapshot(phase or "periodic"))

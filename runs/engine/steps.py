@@ -1,4 +1,9 @@
-"""The Step rows: the per-step projection the console's timeline reads, kept with the events."""
+"""The Step rows: the per-step projection the console's timeline reads, kept with the events.
+
+``step_rows_writers`` is the only writer of ``Step.status``: it walks a unit's step events
+from each step's status before the unit, checks every move against ``STEP_TRANSITIONS`` in
+Python (no extra query on the hot path) and raises IllegalTransition on an illegal one.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -7,16 +12,44 @@ from typing import Any
 from agentops import clock
 from agentops.writes import RowsUpdate
 from runs.engine.events import NewEvent
+from runs.errors import IllegalTransition
 from runs.models import Step
+from runs.statuses import StepStatus, step_can_move
 
-_STATUS = {"step.started": "running", "step.completed": "succeeded", "step.skipped": "skipped",
-           "step.reset": "pending"}
+_STATUS = {"step.started": StepStatus.RUNNING, "step.completed": StepStatus.SUCCEEDED,
+           "step.skipped": StepStatus.SKIPPED, "step.reset": StepStatus.PENDING}
 
 
-def step_rows_writers(run_id: Any, events: Sequence[NewEvent],
-                      state: dict[str, Any]) -> list[Callable[[], Any]]:
-    """Return the writers updating the Step rows these events touch (none when none do)."""
+def step_statuses(state: dict[str, Any], events: Sequence[NewEvent]) -> dict[str, str]:
+    """Return the status (in ``state``) of each step ``events`` touch: the unit's start point."""
+    return {k: state["steps"].get(k, {}).get("status", StepStatus.PENDING)
+            for k in _touched(events)}
+
+
+def step_move(key: str, src: str, event: NewEvent) -> str:
+    """Return the status ``event`` moves step ``key`` to from ``src``; raise if illegal."""
+    if event.type == "step.retrying":
+        return src  # the step is still being worked on; only its retry count changes
+    dst = _STATUS.get(event.type) or event.data.get("status", StepStatus.FAILED)
+    if dst != src and not step_can_move(src, dst):
+        raise IllegalTransition(f"step {key}", src, dst)
+    return dst
+
+
+def _touched(events: Sequence[NewEvent]) -> set[str]:
+    return {e.data["step"] for e in events if e.type.startswith("step.")
+            and not str(e.data.get("step", "_")).startswith("_")}
+
+
+def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, Any],
+                      before: dict[str, str] | None = None) -> list[Callable[[], Any]]:
+    """Return the writers updating the Step rows these events touch (none when none do).
+
+    ``state`` is the run's state after the events; ``before`` each touched step's status
+    before them (``step_statuses``); each move is checked against the step transition table.
+    """
     plans = [e for e in events if e.type == "plan.accepted"]
+    current = dict(before or {})
     changes: dict[str, dict[str, Any]] = {}
     now = clock.now()
     for e in events:
@@ -25,7 +58,7 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent],
             continue
         st = state["steps"].get(key, {})
         fields = changes.setdefault(key, {})
-        fields["status"] = _STATUS.get(e.type) or e.data.get("status", "failed")
+        current[key] = fields["status"] = step_move(key, current.get(key, StepStatus.PENDING), e)
         fields["retry_count"] = st.get("retries", 0)
         if e.type == "step.started":
             fields["started_at"] = now

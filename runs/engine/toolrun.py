@@ -17,6 +17,7 @@ from ledger.sealed import unseal
 from ledger.services.execute import Outcome, run_calls
 from ledger.services.limits import breaker_open, breaker_writes
 from ledger.services.record import (
+    toolcall_move,
     attempt_finish,
     attempts_insert,
     toolcall_update,
@@ -125,7 +126,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolC
         if not new_rows:
             also.append(toolcall_update(c, S.RUNNING, attempts=c.attempts))
         else:
-            c.status = S.RUNNING
+            toolcall_move(c, S.RUNNING)  # inserted below, already running
         opened.append(ToolAttempt(tool_call=c, attempt=n, status=S.RUNNING,
                                   worker=session.worker, started_at=now))
         evs.append(NewEvent("tool.started", {"id": c.tool_call_id, "attempt": n},
@@ -142,8 +143,7 @@ def _record(session: RunSession, step: str, settled: list[Settlement], events: l
     for st in settled:
         evs.extend(st.events)
         if new_rows:
-            for k, v in {"status": st.status, **st.fields}.items():
-                setattr(st.call, k, v)
+            toolcall_move(st.call, st.status, **st.fields)  # inserted below with its outcome
         else:
             also.append(toolcall_update(st.call, st.status, **st.fields))
         if st.attempt is not None:

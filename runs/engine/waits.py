@@ -19,6 +19,7 @@ from django.db import transaction
 from agentops import clock
 from agentops.tools import WaitForChildren, WaitForSignal, WaitRequest
 from ledger.models import ToolCall
+from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.calls import result_event
 from runs.engine.events import NewEvent
@@ -213,14 +214,13 @@ def _spawn(run: Run, call: ToolCall, children: list[dict[str, Any]]) -> list[str
 
 
 def _call_failed(call: ToolCall, category: str) -> Writer:
-    return lambda: ToolCall.objects.filter(pk=call.pk).update(
-        status=S.FAILED, error_class=category, finished_at=clock.now(), not_before=None)
+    return toolcall_update(call, S.FAILED, error_class=category, finished_at=clock.now(),
+                           not_before=None)
 
 
 def _call_succeeded(call: ToolCall, facts: dict[str, Any], summary: str) -> Writer:
-    return lambda: ToolCall.objects.filter(pk=call.pk).update(
-        status=S.SUCCEEDED, facts=facts, summary=summary, finished_at=clock.now(),
-        not_before=None)
+    return toolcall_update(call, S.SUCCEEDED, facts=facts, summary=summary,
+                           finished_at=clock.now(), not_before=None)
 
 
 def _lock_waiting(run_id: Any, kind: str) -> Run | None:

@@ -11,8 +11,9 @@ from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import load_state
 from runs.models import Run
+from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
-from runs.statuses import TERMINAL, BlockReason, RunStatus
+from runs.statuses import BlockReason, RunStatus
 
 _BUDGETS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
             "tool_calls": "budget_tool_calls", "cost_micros": "budget_cost_micros"}
@@ -21,21 +22,14 @@ _BUDGETS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
 def run_resume(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
     """Continue a run that its budget paused, once the budget allows it."""
     who = actor_name(actor)
-    with run_locked(run, [RunStatus.BLOCKED], "resume") as state:
-        _check_resumable(run, state)
+    with run_locked(run, rules.RESUME, "resume") as state:
+        refusal = rules.resume_refusal(run)
+        if refusal:
+            raise ActionNotApplicable(refusal)
         requeue(run, state, [NewEvent("run.resumed", {"by": who}, actor=who)],
                 reason="operator_resume", actor=who, detail=reason)
     return {"resumed": True}
 
-
-def _check_resumable(run: Run, state: dict[str, Any]) -> None:
-    if run.attention_reason != BlockReason.BUDGET_EXHAUSTED:
-        raise ActionNotApplicable(f"resume continues a run its budget paused; this one is "
-                                  f"blocked for {run.attention_reason or 'another reason'}: "
-                                  "retry or skip it instead")
-    why = budget_exhausted(run, state["usage"])
-    if why:
-        raise ActionNotApplicable(f"the budget is still exhausted ({why}); raise it first")
 
 
 def run_raise_budget(*, run: Run, actor: Any, reason: str = "", seconds: int | None = None,
@@ -43,8 +37,7 @@ def run_raise_budget(*, run: Run, actor: Any, reason: str = "", seconds: int | N
     """Raise the run's limits; a run its budget paused resumes when they now allow it."""
     who = actor_name(actor)
     new = _budget_values(limits, seconds)
-    live = [s for s in RunStatus if s not in TERMINAL]
-    with run_locked(run, live, "raise the budget of"):
+    with run_locked(run, rules.LIVE, "raise the budget of"):
         old = {k: getattr(run, k) for k in new}
         for column, value in new.items():
             current = old[column]

@@ -12,11 +12,13 @@ from runs.engine import reducer
 from runs.engine.events import NewEvent
 from runs.engine.session import state_projection
 from runs.engine.snapshots import load_state
+from runs.engine.steps import step_rows_writers, step_statuses
 from runs.engine.transition import run_transition
 from runs.models import Run
+from runs.services_operator.rules import ROLLBACK_OWNER, rollback_refusal, status_refusal
 from runs.statuses import RunStatus
 
-ROLLBACK_OWNER = "rollback:"
+__all__ = ["ROLLBACK_OWNER", "actor_name", "requeue", "run_locked", "state_projection"]
 
 
 def actor_name(actor: Any) -> str:
@@ -32,16 +34,13 @@ def run_locked(run: Run, statuses: Sequence[str], verb: str) -> Iterator[dict[st
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()
         run.refresh_from_db()
-        if run.status not in statuses:
-            raise ActionNotApplicable(
-                f"cannot {verb} a run that is {run.status} (only when {' or '.join(statuses)})",
-                status=run.status)
-        if run.lease_owner.startswith(ROLLBACK_OWNER) and verb != "roll back":
-            raise ActionNotApplicable(f"a rollback by {run.lease_owner[len(ROLLBACK_OWNER):]} "
-                                      "is in progress on this run; wait for it")
+        refusal = status_refusal(run, statuses, verb)
+        if refusal:
+            raise ActionNotApplicable(refusal, status=run.status)
+        refusal = rollback_refusal(run) if verb != "roll back" else ""
+        if refusal:
+            raise ActionNotApplicable(refusal)
         yield load_state(run.pk)
-
-
 
 
 def requeue(run: Run, state: dict[str, Any], events: list[NewEvent], *, reason: str,
@@ -53,8 +52,9 @@ def requeue(run: Run, state: dict[str, Any], events: list[NewEvent], *, reason: 
     new = reducer.fold(state, [{"seq": run.last_seq + i + 1, "type": e.type, "data": e.data}
                                for i, e in enumerate(events)])
     values = {**state_projection(new), "current_tool_call": "", **(fields or {})}
+    steps = step_rows_writers(run.pk, events, new, step_statuses(state, events))
     run_transition(run, RunStatus.QUEUED, reason=reason, detail=detail[:500], actor=actor,
-                   events=events, fields=values, also=list(also))
+                   events=events, fields=values, also=[*also, *steps])
     run_enqueue(run.pk)
     return new
 

@@ -17,8 +17,9 @@ from runs.engine.events import NewEvent
 from runs.engine.jsonstate import check_json
 from runs.engine.snapshots import load_state
 from runs.models import Run
+from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
-from runs.statuses import TERMINAL, RunStatus, StepStatus
+from runs.statuses import RunStatus, StepStatus
 
 _CANCELLABLE = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL,
                 TC.CONFIRMED_NOT_EXECUTED)
@@ -27,7 +28,7 @@ _CANCELLABLE = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL,
 def run_retry(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
     """Restart the blocked step with a fresh retry budget; re-open the call that failed."""
     who = actor_name(actor)
-    with run_locked(run, [RunStatus.BLOCKED], "retry") as state:
+    with run_locked(run, rules.RETRY, "retry") as state:
         step = state["current_step"]
         events: list[NewEvent] = []
         also: list[Callable[[], Any]] = []
@@ -108,7 +109,7 @@ def run_skip(*, run: Run, actor: Any, reason: str = "", output: dict[str, Any] |
     if output is not None and not isinstance(facts, dict):
         raise InvalidInput("output must be a JSON object of facts")
     check_json(facts or {}, "$output")
-    with run_locked(run, [RunStatus.BLOCKED], "skip") as state:
+    with run_locked(run, rules.SKIP, "skip") as state:
         step = step or state["current_step"] or _first_unfinished(state)
         if not step or step not in state["steps"] or step == "_plan":
             raise ActionNotApplicable("there is no plan step to skip here; retry or terminate")
@@ -138,7 +139,7 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
     who = actor_name(actor)
     check_json(facts or {}, "$facts")
     verb = "confirm executed" if executed else "confirm not executed"
-    with run_locked(run, [RunStatus.UNKNOWN], verb):
+    with run_locked(run, rules.CONFIRM, verb):
         call = _unknown_call(run, tool_call)
         said = {"id": call.tool_call_id, "executed": executed, "evidence": evidence[:4000],
                 "by": who}
@@ -171,19 +172,17 @@ def _unknown_call(run: Run, tool_call: ToolCall | str | None) -> ToolCall:
 
 
 def run_terminate(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
-    """Cancel the run with ``reason``; its pending approvals go stale."""
-    from approvals.models import Approval
+    """Cancel the run with ``reason``; its pending approvals go stale (nobody can decide them)."""
+    from approvals.transition import approvals_close_pending
     from approvals.statuses import ApprovalStatus
     from runs.services import run_cancel
 
-    if run.status in TERMINAL:
-        raise ActionNotApplicable(f"the run already ended ({run.status})")
+    refusal = rules.status_refusal(run, rules.LIVE, "terminate")
+    if refusal:
+        raise ActionNotApplicable(refusal, status=run.status)
     with transaction.atomic():
         src = run.status
         run_cancel(run=run, actor=actor, reason=reason)
-        stale = list(Approval.objects.filter(run=run, status=ApprovalStatus.PENDING)
-                     .values_list("pk", flat=True))
-        Approval.objects.filter(pk__in=stale).update(
-            status=ApprovalStatus.STALE, decided_at=clock.now(),
-            reason="the run was terminated")
+        stale = approvals_close_pending(run=run, to=ApprovalStatus.STALE,
+                                        reason="the run was terminated")
     return {"from": src, "to": RunStatus.CANCELLED, "stale_approvals": stale}

@@ -32,11 +32,12 @@ from runs.engine.snapshots import load_state, snapshot_build
 from runs.engine.transition import run_transition
 from runs.errors import UnknownAgent
 from runs.models import Event, Run
+from runs.services_operator import rules
 from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked
 from runs.services_operator.common import state_projection
 from runs.statuses import RunStatus
 
-ROLLBACK_STATUSES = (RunStatus.BLOCKED, RunStatus.UNKNOWN)
+ROLLBACK_STATUSES = rules.ROLLBACK
 CLAIM_TTL = dt.timedelta(minutes=10)
 _CANCEL = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL, TC.CONFIRMED_NOT_EXECUTED)
 
@@ -116,9 +117,9 @@ def run_rollback(*, run: Run, actor: Any, reason: str = "", to_seq: int | None =
                  ticked: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Compensate reversible effects since ``to_seq``, then restore the run to it."""
     who = actor_name(actor)
-    if run.status not in ROLLBACK_STATUSES:
-        raise ActionNotApplicable(f"cannot roll back a run that is {run.status} (only when "
-                                  "blocked or unknown)", status=run.status)
+    refusal = rules.status_refusal(run, ROLLBACK_STATUSES, "roll back")
+    if refusal:
+        raise ActionNotApplicable(refusal, status=run.status)
     plan = rollback_plan(run=run, to_seq=to_seq)
     missing = [(c, why) for c, why in plan.checklist if c.tool_call_id not in set(ticked)]
     if missing:
@@ -174,8 +175,8 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
 
 
 def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, Any]:
-    from approvals.models import Approval
     from approvals.statuses import ApprovalStatus
+    from approvals.transition import approvals_close_pending
     from runs.services import run_enqueue
 
     with run_locked(run, ROLLBACK_STATUSES, "roll back") as state:
@@ -191,9 +192,8 @@ def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, A
         snap = snapshot_build(run_id=run.pk, state=new, phase="rolled_back",
                               agent_version=run.agent_version)
         also = [toolcall_update(c, TC.CANCELLED, finished_at=clock.now()) for c in plan.cancel]
-        Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).update(
-            status=ApprovalStatus.STALE, decided_at=clock.now(),
-            reason=f"the run was rolled back to event #{plan.to_seq}")
+        approvals_close_pending(run=run, to=ApprovalStatus.STALE,
+                                reason=f"the run was rolled back to event #{plan.to_seq}")
         run_transition(run, RunStatus.QUEUED, reason="operator_rollback", detail=reason[:500],
                        actor=who, events=[rolled],
                        fields={**state_projection(new), "current_tool_call": ""},

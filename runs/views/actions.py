@@ -1,7 +1,6 @@
 """Operator actions on one run: a confirm step (GET) and the action itself (POST)."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -12,90 +11,73 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from agentops.errors import InvalidInput
+from approvals.actions import RUN_ACTIONS
+from approvals.actions.base import Action
+from approvals.actions.params import params_fields, params_from_form
 from approvals.forms import ReasonForm
 from approvals.roles import can_operate
 from ledger.artifacts import artifact_read
 from runs import selectors as sel
 from runs.views import _dispatch
 from runs.views._common import page, role_required
-from runs.views.detail import VERB_LABELS, _detail, run_verbs
-
-VERB_HELP = {
-    "retry": "Resume from the last clean checkpoint before the failed step, with a fresh "
-             "retry budget for that step.",
-    "skip": "Mark the current step skipped (optionally with output facts) and continue.",
-    "rollback": "Compensate reversible side effects since the chosen checkpoint, list the "
-                "irreversible ones for you to handle, then restore to that checkpoint.",
-    "terminate": "Cancel the run. Nothing new starts; an in-flight tool is told to stop.",
-    "confirm_executed": "Record that the tool call did happen (add evidence); the run continues "
-                        "with that outcome.",
-    "confirm_not_executed": "Record that the tool call did not happen; it is retried with the "
-                            "same idempotency key.",
-    "resume": "Continue the run (after its budget was raised).",
-    "raise_budget": "Raise this run's limits, then resume it.",
-}
-_PARAMS = {"rollback": ("to_seq", "ticked"), "skip": ("output",), "confirm_executed": ("evidence",),
-           "raise_budget": ("tokens", "cost_micros", "model_calls", "tool_calls")}
+from runs.views.detail import _detail
 
 
-def _params(verb: str, data: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in _PARAMS.get(verb, ()):
-        if name == "ticked":
-            out[name] = [t[:40] for t in data.getlist(name)]
-            continue
-        raw = (data.get(name) or "").strip()
-        if not raw:
-            continue
-        if name == "output":
-            out[name] = json.loads(raw)
-        elif name in {"evidence"}:
-            out[name] = raw[:4000]
-        else:
-            out[name] = int(raw)
-    return out
+def _preview_params(action: Action, request: HttpRequest) -> dict[str, Any]:
+    """Return the checkpoint picked so far (the preview depends on it), if the action has one."""
+    for f in params_fields(action.params):
+        if f.widget == "checkpoint":
+            seq = request.POST.get(f.name) or request.GET.get(f.name) or ""
+            return {f.name: int(seq)} if seq.isdigit() else {}
+    return {}
 
 
-def _preview_params(verb: str, request: HttpRequest) -> dict[str, Any]:
-    seq = request.POST.get("to_seq") or request.GET.get("to_seq")
-    return {"to_seq": int(seq)} if verb == "rollback" and (seq or "").isdigit() else {}
+def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
+    return [{"f": f, "initial": getattr(run, f.initial, None) if f.initial else None}
+            for f in params_fields(action.params)]
 
 
-def _confirm_context(request: HttpRequest, detail: sel.RunDetail, verb: str) -> dict[str, Any]:
-    run = detail.run
-    return {"run": run, "d": detail, "verb": verb, "verb_label": VERB_LABELS[verb],
-            "verb_help": VERB_HELP[verb], "recommended": run.recommended_action == verb,
+def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action) -> dict[str, Any]:
+    run, verb = detail.run, action.verb
+    fields = _fields(action, run)
+    checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
+    return {"run": run, "d": detail, "action": action, "verb": verb,
+            "verb_label": action.label, "verb_help": action.help,
+            "recommended": run.recommended_action == verb, "fields": fields,
+            "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
             "rerun": _dispatch.preview(verb, run=run, user=request.user,
-                                       **_preview_params(verb, request)),
-            "snapshots": sel.snapshots_for_run(run_id=run.pk) if verb == "rollback" else [],
+                                       **_preview_params(action, request)),
+            "snapshots": sel.snapshots_for_run(run_id=run.pk) if checkpoint else [],
             "seen_seq": run.last_seq, "errors": [], "form_data": {},
-            "to_seq": _preview_params(verb, request).get("to_seq")}
+            "checkpoint": next(iter(_preview_params(action, request).values()), None)}
 
 
 @require_http_methods(["GET", "POST"])
 @role_required(can_operate)
 def run_action(request: HttpRequest, run_id: Any, verb: str) -> HttpResponse:
     """Show the confirm step of ``verb`` (GET) or perform it with a reason (POST)."""
-    if verb not in _dispatch.RUN_VERBS:
+    action = RUN_ACTIONS.get(verb)
+    if action is None:
         raise Http404("no such action")
     detail = _detail(run_id)
-    if verb not in run_verbs(detail.run, request.user):
-        raise PermissionDenied(f"{VERB_LABELS[verb]} is not available on this run for you.")
-    context = _confirm_context(request, detail, verb)
+    refusal = action.refusal(request.user, detail.run)
+    if refusal:
+        raise PermissionDenied(f"{action.label} is not available on this run for you: {refusal}")
+    context = _confirm_context(request, detail, action)
     if request.method == "GET":
         return page(request, "runs/confirm.html", context, partial="form")
-    return _perform(request, detail, verb, context)
+    return _perform(request, detail, action, context)
 
 
-def _perform(request: HttpRequest, detail: sel.RunDetail, verb: str,
+def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
              context: dict[str, Any]) -> HttpResponse:
-    run, form = detail.run, ReasonForm(request.POST)
+    run, form, verb = detail.run, ReasonForm(request.POST), action.verb
     context["form_data"] = request.POST
     try:
-        params = _params(verb, request.POST)
-    except (ValueError, json.JSONDecodeError):
-        context["errors"].append("Check the extra fields: numbers must be whole numbers and "
-                                 "output must be JSON.")
+        params = params_from_form(verb, action.params, request.POST)
+    except InvalidInput as exc:
+        context["errors"].append(f"Check the extra fields: {exc.message}")
         params = {}
     if not form.is_valid():
         context["errors"].append("A reason is required.")
@@ -113,7 +95,7 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, verb: str,
     if not outcome.ok:
         context["errors"].append(outcome.error)
         return page(request, "runs/confirm.html", context, partial="form", status=outcome.status)
-    messages.success(request, f"{VERB_LABELS[verb]}: done.")
+    messages.success(request, f"{action.label}: done.")
     url = reverse("console:run", args=[run.pk])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 

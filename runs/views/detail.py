@@ -7,53 +7,20 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from agentops import clock
-from approvals.roles import can_admin, can_operate
+from approvals.actions import actions_for
 from runs import selectors as sel
 from runs.errors import RunNotFound
 from runs.models import Run
-from runs.statuses import BlockReason, RunStatus
-from runs.views import _dispatch
+from runs.event_types import EventType
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
 from runs.views.world import effects_for_run_card
 
-EVENT_TYPES = ("run.created", "run.status", "run.recovered", "plan.accepted", "step.started",
-               "step.completed", "step.failed", "step.retrying", "step.skipped", "step.reset",
-               "model.requested", "model.replied", "model.failed", "tool.result",
-               "tool.unknown", "tool.started", "tool.attempt_failed", "tool.late_result",
-               "tool.reopened", "tool.confirmed", "tool.compensated", "wait.started",
-               "wait.ended", "signal.received", "context.compacted", "approval.decided",
-               "approval.expired", "approval.stale", "run.rolled_back", "run.resumed",
-               "run.budget_raised", "run.cancelled", "run.completed", "run.forked",
-               "guard.drift_scored", "run.note")
-VERB_LABELS = {"retry": "Retry step", "skip": "Skip step", "rollback": "Roll back",
-               "terminate": "Terminate", "confirm_executed": "It executed",
-               "confirm_not_executed": "It did not execute", "resume": "Resume",
-               "raise_budget": "Raise budget"}
-# Which buttons a run in each status can use; approvals.actions' check() has the last word.
-_VERBS_BY_STATUS = {
-    RunStatus.BLOCKED: ("retry", "skip", "rollback", "terminate"),
-    RunStatus.UNKNOWN: ("confirm_executed", "confirm_not_executed", "terminate"),
-    RunStatus.WAITING: ("terminate",),
-    RunStatus.QUEUED: ("terminate",),
-    RunStatus.RUNNING: ("terminate",),
-}
 
 
 def run_verbs(run: Run, user: Any) -> list[str]:
-    """Return the action buttons this user may press on ``run``, recommended first."""
-    if not can_operate(user):
-        return []
-    verbs = list(_VERBS_BY_STATUS.get(run.status, ()))
-    if run.status == RunStatus.BLOCKED and run.attention_reason == BlockReason.BUDGET_EXHAUSTED:
-        verbs = ["raise_budget", "resume", *verbs]
-    if not can_admin(user) and "raise_budget" in verbs:
-        verbs.remove("raise_budget")
-    verbs = [v for v in verbs if _dispatch.allowed(v, run=run, user=user) is not False]
-    if run.recommended_action in verbs:
-        verbs.remove(run.recommended_action)
-        verbs.insert(0, run.recommended_action)
-    return verbs
+    """Return the verbs of the buttons this user may press on ``run``, recommended first."""
+    return [a.verb for a in actions_for(run, user)]
 
 
 def _meter(label: str, used: float, limit: float | None, text: str) -> dict[str, Any]:
@@ -102,8 +69,8 @@ def _detail(run_id: Any) -> sel.RunDetail:
 def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]:
     """Return what the panel partial needs (also used after an action)."""
     run = detail.run
-    return {"d": detail, "run": run, "verbs": run_verbs(run, request.user),
-            "verb_labels": VERB_LABELS, "meters": budget_meters(run),
+    return {"d": detail, "run": run, "actions": actions_for(run, request.user),
+            "meters": budget_meters(run),
             "timeline": timeline(detail.steps)}
 
 
@@ -115,7 +82,7 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     context = panel_context(request, detail)
     if not getattr(request, "htmx", False):
         context.update(
-            events=sel.event_page(run_id=run_id), event_types=EVENT_TYPES,
+            events=sel.event_page(run_id=run_id), event_types=EventType.values,
             event_filter={"type": "", "tool_call_id": ""},
             ledger=sel.ledger_for_run(run_id=run_id),
             snapshots=sel.snapshots_for_run(run_id=run_id),
@@ -134,7 +101,7 @@ def run_events(request: HttpRequest, run_id: Any) -> HttpResponse:
                             type=request.GET.get("type", "")[:40],
                             tool_call_id=request.GET.get("tool_call_id", "")[:40])
     return page(request, "runs/detail.html",
-                {"run": run, "events": events, "event_types": EVENT_TYPES,
+                {"run": run, "events": events, "event_types": EventType.values,
                  "event_filter": {"type": request.GET.get("type", ""),
                                   "tool_call_id": request.GET.get("tool_call_id", "")},
                  "events_only": True},

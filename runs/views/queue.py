@@ -4,13 +4,13 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from approvals.actions import BULK_ACTIONS
 from approvals.roles import can_operate
 from runs import selectors as sel
 from runs.statuses import BlockReason
 from runs.views import _dispatch
 from runs.views._common import page, role_required
 
-BULK_VERBS = ("retry", "skip", "terminate", "confirm_not_executed", "resume")
 TAB_LABELS = {"waiting": "Waiting", "blocked": "Blocked", "unknown": "Unknown",
               "approvals": "Approvals", "running": "Running", "all": "All"}
 
@@ -59,7 +59,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     qs = sel.run_filter(tab=tab, filters=filters)
     count = sel.run_count_capped(qs) if all_matching else len(ids)
     context = {"tab": tab, "filters": filters, "all_matching": all_matching, "ids": ids,
-               "count": count, "count_capped": count > sel.COUNT_CAP, "verbs": BULK_VERBS,
+               "count": count, "count_capped": count > sel.COUNT_CAP, "actions": list(BULK_ACTIONS.values()),
                "verb": data.get("verb", ""), "bulk_reason": data.get("bulk_reason", ""),
                "filter_params": filters.as_params(), "errors": [], "results": None}
     if request.method == "POST":
@@ -70,7 +70,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
 
 def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     errors = []
-    if context["verb"] not in BULK_VERBS:
+    if context["verb"] not in BULK_ACTIONS:
         errors.append("Choose an action.")
     if not context["bulk_reason"].strip():
         errors.append("A reason is required for a bulk action.")

@@ -90,7 +90,7 @@ def test_steps_are_in_plan_order(viewer):
 
 def test_events_tail_after_a_seq(viewer):
     run = make_run()
-    event_append(run=run, events=[NewEvent("note", {"i": i}) for i in range(5)])
+    event_append(run=run, events=[NewEvent("run.note", {"text": str(i)}) for i in range(5)])
     first = viewer.get(f"/api/runs/{run.pk}/events?limit=4").json()
     assert [e["seq"] for e in first["items"]] == [1, 2, 3, 4]
     assert first["has_more"] is True and first["last_seq"] == 4

@@ -20,7 +20,7 @@ def _blocked_run() -> Run:
 def test_fork_starts_a_new_run_from_a_seq(operator, settings):
     settings.AGENTOPS_ENQUEUE_TICKS = False
     run = make_run()
-    event_append(run=run, events=[NewEvent("note", {"i": 1}), NewEvent("note", {"i": 2})])
+    event_append(run=run, events=[NewEvent("run.note", {"text": "1"}), NewEvent("run.note", {"text": "2"})])
     response = operator.post_json(f"/api/runs/{run.pk}/fork", {"seq": 2})
     assert response.status_code == 201, response.content
     fork = Run.objects.get(pk=response.json()["id"])

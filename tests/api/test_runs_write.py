@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from approvals.models import Intervention  # noqa: F401  (kept for the actions tests)
+from approvals.models import Intervention
 from runs.models import Event, Run
 from tests.api.conftest import assert_error
 from tests.factories import make_run
@@ -73,7 +73,10 @@ def test_operator_cancels_a_run_and_a_second_cancel_is_409(operator):
 
 def test_cancel_refusals(viewer, operator):
     run = make_run()
-    assert_error(viewer.post_json(f"/api/runs/{run.pk}/cancel", {}), 403)
-    assert_error(operator.post_json(f"/api/runs/{uuid.uuid4()}/cancel", {}), 404)
+    assert_error(viewer.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "x"}), 403)
+    assert_error(operator.post_json(f"/api/runs/{uuid.uuid4()}/cancel", {"reason": "x"}), 404)
+    assert_error(operator.post_json(f"/api/runs/{run.pk}/cancel", {}), 422)
+    assert_error(operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": ""}), 422)
     run.refresh_from_db()
     assert run.status == "queued"
+    assert not Intervention.objects.filter(run=run).exists()

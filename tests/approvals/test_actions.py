@@ -82,7 +82,7 @@ def test_action_names_are_dotted_and_unique():
 def test_the_console_binding_hides_an_action_that_does_not_apply(engine, users):
     run = unknown_run()
     bound = bind(ACTIONS["retry"], user=users["operator"], run=run, reason="r")
-    with pytest.raises(NotAllowed, match="applies to runs that are blocked"):
+    with pytest.raises(NotAllowed, match="retry applies to runs that are blocked; this one is unknown"):
         bound.check()
     confirm = bind(ACTIONS["confirm_not_executed"], user=users["operator"], run=run, reason="r")
     confirm.check()
