@@ -129,6 +129,10 @@ SILENCED_SYSTEM_CHECKS = ["models.W040"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+if "test" in os.environ.get("AGENTOPS_ENV", ""):
+    # Tests only: PBKDF2 is slow on purpose, and hashing every fixture user's password cost
+    # the view tests 5-11 s of set-up. Never outside AGENTOPS_ENV=test.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGIN_URL = "console:login"
 LOGIN_REDIRECT_URL = "console:queue"
 LOGOUT_REDIRECT_URL = "console:login"

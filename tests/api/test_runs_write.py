@@ -80,3 +80,18 @@ def test_cancel_refusals(viewer, operator):
     run.refresh_from_db()
     assert run.status == "queued"
     assert not Intervention.objects.filter(run=run).exists()
+
+
+def test_cancel_is_the_terminate_action_audited_with_approvals_closed(operator):
+    from approvals.statuses import ApprovalStatus
+    from tests.console_factories import make_approval
+
+    run = make_run()
+    approval = make_approval(run)
+    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong customer"})
+    assert response.status_code == 200, response.content
+    audit = Intervention.objects.get(run=run)
+    assert audit.action == "run.terminate" and audit.reason == "wrong customer"
+    assert audit.data["stale_approvals"] == [approval.pk]
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.STALE and approval.decided_at is not None
