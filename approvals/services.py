@@ -23,8 +23,8 @@ from ledger.keys import redact
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine.events import result_event
-from runs.engine.events import NewEvent
+from runs.engine.events import NewEvent, result_event
+from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import TERMINAL, RunStatus, WaitKind
 
@@ -139,11 +139,11 @@ def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
         if edited_args is not None:
             data["args"] = redact(args, _sensitive(run, a.tool))
         write = toolcall_update(call, TC.PENDING, approved_args=args)
-        events = [NewEvent("approval.decided", data, tool_call_id=call.tool_call_id, actor=who)]
+        events = [NewEvent(EventType.APPROVAL_DECIDED, data, tool_call_id=call.tool_call_id, actor=who)]
     else:
         write = toolcall_update(call, TC.REJECTED, finished_at=clock.now(), error_class="rejected",
                                 error=reason[:500])
-        events = [NewEvent("approval.decided", data, tool_call_id=call.tool_call_id, actor=who),
+        events = [NewEvent(EventType.APPROVAL_DECIDED, data, tool_call_id=call.tool_call_id, actor=who),
                   _rejected_result(call, reason, who)]
     approval_transition(a, ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED,
                         reason=reason, user=user, approved_args=args if approve else None)
@@ -189,7 +189,7 @@ def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who:
     from runs.services import run_enqueue
 
     if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL:
-        ended = NewEvent("wait.ended", {"kind": WaitKind.APPROVAL, "by": who})
+        ended = NewEvent(EventType.WAIT_ENDED, {"kind": WaitKind.APPROVAL, "by": who})
         run_transition(run, RunStatus.QUEUED, reason="approval_decided", actor=who,
                        events=[*events, ended], also=also)
         run_enqueue(run.pk)
@@ -202,7 +202,7 @@ def _mark_stale(a: Approval, run: Run, why: str) -> None:
 
     approval_transition(a, ApprovalStatus.STALE, reason=why)
     if run.status not in TERMINAL:
-        event_append(run=run, events=[NewEvent("approval.stale", {
+        event_append(run=run, events=[NewEvent(EventType.APPROVAL_STALE, {
             "approval": a.pk, "tool_call_id": a.tool_call.tool_call_id, "why": why})])
         _block_if_stuck(run, f"approval {a.pk} for {a.tool} went stale: {why}")
 
@@ -242,7 +242,7 @@ def approval_expire(*, approval: Approval) -> str:
 def _expire_deny(a: Approval, run: Run) -> None:
     call = a.tool_call
     data = {"approval": a.pk, "tool_call_id": call.tool_call_id, "outcome": "deny"}
-    events = [NewEvent("approval.expired", data, tool_call_id=call.tool_call_id),
+    events = [NewEvent(EventType.APPROVAL_EXPIRED, data, tool_call_id=call.tool_call_id),
               _rejected_result(call, f"approval expired: not approved in time ({a.reason}); "
                                      "denied by default",
                                "system", category="approval_expired")]
@@ -273,7 +273,7 @@ def _expire_rerequest(a: Approval, run: Run) -> None:
         data = dict(run.wait_data)
         data["approvals"] = [x for x in data.get("approvals", []) if x != a.pk] + [fresh.pk]
         fields = {"wait_until": fresh.expires_at, "wait_data": data}
-    event_append(run=run, events=[NewEvent("approval.expired", {
+    event_append(run=run, events=[NewEvent(EventType.APPROVAL_EXPIRED, {
         "approval": a.pk, "outcome": "rerequest", "new_approval": fresh.pk})], fields=fields)
 
 
@@ -282,7 +282,7 @@ def _expire_escalate(a: Approval, run: Run) -> None:
 
     a.escalated = True
     a.save(update_fields=["escalated"])
-    event_append(run=run, events=[NewEvent("approval.expired", {
+    event_append(run=run, events=[NewEvent(EventType.APPROVAL_EXPIRED, {
         "approval": a.pk, "outcome": "escalate"})])
     _block_if_stuck(run, f"nobody decided the approval for {a.tool} in time; an operator "
                          "must retry (asks again) or terminate")

@@ -42,9 +42,10 @@ from agentops.errors import InvalidInput
 from runs.engine.context import context_build
 from runs.engine.events import NewEvent, event_append
 from runs.engine.jsonstate import canonical_json, check_json
+from runs.engine.session import state_projection
 from runs.engine.snapshots import load_state, migrate_state, snapshot_build
 from runs.errors import RunError, UnknownAgent, UnknownSchemaVersion
-from runs.engine.session import state_projection
+from runs.event_types import EventType
 from runs.models import Run, Step
 from runs.models.snapshot import CURRENT_STATE_SCHEMA
 from runs.statuses import RunStatus, StepStatus
@@ -246,21 +247,21 @@ def _create_run(meta: dict[str, Any], state: dict[str, Any], actor: Any) -> Run:
 def _import_events(meta: dict[str, Any], state: dict[str, Any], who: str) -> list[NewEvent]:
     info = state["run"]
     events = [
-        NewEvent("run.created", {"agent": meta["agent"], "version": meta["agent_version"],
+        NewEvent(EventType.RUN_CREATED, {"agent": meta["agent"], "version": meta["agent_version"],
                                  "goal": info["goal"], "input": info.get("input", {}),
                                  "constraints": info.get("constraints", []), "plan": [],
                                  "parent": None}, actor=who),
-        NewEvent("run.imported", {"from_run": meta["run_id"], "from_seq": meta["seq"],
+        NewEvent(EventType.RUN_IMPORTED, {"from_run": meta["run_id"], "from_seq": meta["seq"],
                                   "exported_at": meta["exported_at"], "checksum": meta["checksum"],
                                   "state": state}, actor=who),
     ]
     for call_id, call in state["open_calls"].items():
-        events.append(NewEvent("tool.result", {"id": call_id, "status": "failed", "error": {
+        events.append(NewEvent(EventType.TOOL_RESULT, {"id": call_id, "status": "failed", "error": {
             "category": "imported", "retryable": True,
             "message": f"{call['name']} was still open when this run was exported; its ledger "
                        "row stayed with the source, so it may or may not have run",
             "next": "call it again if it is still needed"}}, tool_call_id=call_id))
-    events.append(NewEvent("run.status", {"from": state["status"], "to": RunStatus.QUEUED,
+    events.append(NewEvent(EventType.RUN_STATUS, {"from": state["status"], "to": RunStatus.QUEUED,
                                           "reason": "imported", "detail": meta["run_id"]}))
     return events
 

@@ -50,7 +50,7 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
             Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
                                            depends_on=s["depends_on"], input=s["input"])
                                       for i, s in enumerate(plan)])
-            event_append(run=run, events=[NewEvent("run.created", {
+            event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
                 "agent": agent, "version": definition.version, "goal": goal,
                 "input": input or {}, "constraints": constraints or [], "plan": plan,
                 "parent": str(parent.pk) if parent else None,
@@ -76,7 +76,7 @@ def run_cancel(*, run: Run, actor: Any = None, reason: str = "") -> Run:
         raise IllegalTransition("run", run.status, RunStatus.CANCELLED)
     run_transition(run, RunStatus.CANCELLED, reason="cancelled", detail=reason,
                    actor=_actor_name(actor), fields={"cancel_requested": True},
-                   events=[NewEvent("run.cancelled", {"reason": reason}, actor=_actor_name(actor))])
+                   events=[NewEvent(EventType.RUN_CANCELLED, {"reason": reason}, actor=_actor_name(actor))])
     return run
 
 
@@ -109,4 +109,5 @@ def _actor_name(actor: Any) -> str:
 
 
 # Signals and forks live in their own module; re-exported so callers find every run service here.
+from runs.event_types import EventType
 from runs.services_signals import run_fork, run_signal  # noqa: E402,F401

@@ -15,10 +15,11 @@ from django.db import IntegrityError, transaction
 from agentops.errors import Conflict, InvalidInput
 from runs.engine.events import NewEvent, event_append
 from runs.engine.jsonstate import check_json
+from runs.engine.session import state_projection
 from runs.engine.snapshots import load_state, snapshot_build
 from runs.engine.waits import signal_deliver
 from runs.errors import RunError
-from runs.engine.session import state_projection
+from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step
 from runs.statuses import TERMINAL, RunStatus, StepStatus
 
@@ -105,14 +106,14 @@ def _step_status(state: dict[str, Any], key: str) -> str:
 
 def _fork_events(src: Run, seq: int, state: dict[str, Any], actor: Any) -> list[NewEvent]:
     who = getattr(actor, "get_username", lambda: str(actor or ""))()
-    events = [NewEvent("run.forked", {"from": str(src.pk), "seq": seq}, actor=who)]
+    events = [NewEvent(EventType.RUN_FORKED, {"from": str(src.pk), "seq": seq}, actor=who)]
     for call_id, call in state["open_calls"].items():
-        events.append(NewEvent("tool.result", {"id": call_id, "status": "failed", "error": {
+        events.append(NewEvent(EventType.TOOL_RESULT, {"id": call_id, "status": "failed", "error": {
             "category": "forked", "retryable": True,
             "message": f"{call['name']} was still open when this run was forked from event "
                        f"#{seq}; it was not carried over and may not have run",
             "next": "call it again if it is still needed"}}, tool_call_id=call_id))
-    events.append(NewEvent("run.status", {"from": state["status"], "to": RunStatus.QUEUED,
+    events.append(NewEvent(EventType.RUN_STATUS, {"from": state["status"], "to": RunStatus.QUEUED,
                                           "reason": "forked", "detail": f"{src.pk}@{seq}"}))
     return events
 

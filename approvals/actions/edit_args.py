@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.errors import InvalidInput
-from approvals.actions.approve import ApprovalAction
 from ninja import Field
 
+from agentops.errors import InvalidInput
+from approvals.actions.approve import ApprovalAction
 from approvals.actions.base import call_preview
 from approvals.actions.params import ActionParams
 from approvals.models import Approval

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.actions.base import Action, call_preview, step_calls
-from runs.models import Run
 from approvals.errors import ActionNotApplicable
+from runs.models import Run
 from runs.services_operator import rules, run_resume
 
 

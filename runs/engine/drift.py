@@ -29,6 +29,7 @@ from agentops.llm.protocol import ModelClient, ModelError, ModelReply, Usage
 from runs.engine.events import NewEvent
 from runs.engine.outcomes import block
 from runs.engine.session import RunSession
+from runs.event_types import EventType
 
 DEFAULT_THRESHOLD = 0.5
 DRIFT_MARK = "## Drift check"
@@ -123,7 +124,7 @@ def drift_guard(session: RunSession, step: str, turn: int, planned: list[Any],
     action = action_text(planned)
     result = drift_score(_scorer(session), drift_messages(session.state, step, action))
     threshold = agent.drift_threshold
-    scored = NewEvent("guard.drift_scored", {
+    scored = NewEvent(EventType.GUARD_DRIFT_SCORED, {
         "step": step, "turn": turn, "score": result.score, "reason": result.reason,
         "threshold": threshold, "action": action, "error": result.error,
         "usage": {"tokens": result.tokens, "cost_micros": result.cost_micros}})
@@ -134,7 +135,7 @@ def drift_guard(session: RunSession, step: str, turn: int, planned: list[Any],
     goal = session.state["run"].get("goal", "")
     detail = (f"drift score {result.score:.2f} is below the threshold {threshold:.2f}: "
               f"{result.reason}\nGoal: {goal}\nAction: {action}")
-    unused = NewEvent("model.failed", {"step": step, "turn": turn, "category": "drift",
+    unused = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn, "category": "drift",
                                        "message": "reply not used: it drifts from the goal",
                                        "usage": usage})
     block(session, "drift", detail, events=[scored, unused])

@@ -18,7 +18,7 @@ from agentops import clock
 from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound, UnknownEventType
-from runs.event_types import is_known
+from runs.event_types import EventType, is_known
 from runs.models import Event, Run
 
 
@@ -47,7 +47,7 @@ class NewEvent:
 
 def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
     """Return the tool.result event (after_tool_call) of a settled call."""
-    return NewEvent("tool.result", {"id": call_id, **data}, tool_call_id=call_id,
+    return NewEvent(EventType.TOOL_RESULT, {"id": call_id, **data}, tool_call_id=call_id,
                     attempt=attempt)
 
 

@@ -24,6 +24,7 @@ from runs.engine.toolrun import tool_phase
 from runs.engine.transition import run_claim, run_transition
 from runs.engine.versions import agent_migrate
 from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
+from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus, StepStatus
 
@@ -99,8 +100,8 @@ def unit(session: RunSession) -> None:
         _finish_run(session)
         return
     if s["steps"][step]["status"] != StepStatus.RUNNING:
-        session.commit([NewEvent("step.started", {"step": step}),
-                        NewEvent("model.requested", {"step": step, "turn": s["turn"] + 1})])
+        session.commit([NewEvent(EventType.STEP_STARTED, {"step": step}),
+                        NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
         return
     open_ids = [cid for cid, c in s["open_calls"].items() if c["step"] == step]
     if open_ids:
@@ -111,8 +112,8 @@ def unit(session: RunSession) -> None:
 
 def _ensure_step(session: RunSession, step: str) -> None:
     if session.state["current_step"] != step:
-        session.commit([NewEvent("step.started", {"step": step}),
-                        NewEvent("model.requested", {"step": step, "turn": session.state["turn"] + 1})])
+        session.commit([NewEvent(EventType.STEP_STARTED, {"step": step}),
+                        NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": session.state["turn"] + 1})])
 
 
 def _next_step(s: dict) -> str | None:
@@ -132,5 +133,5 @@ def _finish_run(session: RunSession) -> None:
         block(session, "stall", f"steps {', '.join(left)} cannot start: their dependencies "
                                 "did not complete")
         return
-    session.commit([NewEvent("run.completed", {"steps": len(s["plan"])})],
+    session.commit([NewEvent(EventType.RUN_COMPLETED, {"steps": len(s["plan"])})],
                    to=RunStatus.SUCCEEDED)

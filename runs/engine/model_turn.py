@@ -22,12 +22,13 @@ from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
-from runs.engine.leases import lease_kept
 from runs.engine.jsonstate import strip_nul
+from runs.engine.leases import lease_kept
 from runs.engine.outcomes import block, retry_later
 from runs.engine.session import RunSession
 from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.toolrun import execute_reads_inline
+from runs.event_types import EventType
 
 PLAN_STEP = "_plan"
 MAX_REPAIRS = 3
@@ -53,7 +54,7 @@ def model_turn(session: RunSession, step: str) -> None:
         block(session, "stall", f"{s['guards']['no_progress']} rounds without progress")
         return
     if not _requested(s):
-        session.commit([NewEvent("model.requested", {"step": step, "turn": s["turn"] + 1})])
+        session.commit([NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
     messages = _messages(session)
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [t.schema() for t in session.agent.tools]
     tools += page_tools(s) if step != PLAN_STEP else []
@@ -95,18 +96,18 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
     if too_big or len(s["turns"]) > 2 * ctx.KEEP_TURNS:
         keep = 2 if too_big else ctx.KEEP_TURNS
         upto, summary = ctx.compaction_summary(s, keep=keep)
-        session.commit([NewEvent("context.compacted", {"upto_turn": upto, "summary": summary})])
+        session.commit([NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto, "summary": summary})])
         messages = ctx.context_build(s, agent, session.context_memo)
     return messages
 
 
 def _model_failed(session: RunSession, step: str, err: ModelError) -> None:
     s = session.state
-    event = NewEvent("model.failed", {"step": step, "turn": s["turn"], "category": err.category,
+    event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": s["turn"], "category": err.category,
                                       "message": str(err)[:300]})
     if err.category == "context_overflow" and len(s["turns"]) > 1:
         upto, summary = ctx.compaction_summary(s, keep=1)
-        event2 = NewEvent("context.compacted", {"upto_turn": upto, "summary": summary})
+        event2 = NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto, "summary": summary})
         retry_later(session, step, err.category, str(err), retry_after=0, events=[event, event2])
         return
     if err.retryable:
@@ -144,12 +145,12 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         names = sorted({p.name for p, h in zip(planned, hashes) if h in looping})
         block(session, "loop", f"the same call was asked for {LOOP_REPEATS} times with the same "
               f"arguments: {', '.join(names)}",
-              events=[NewEvent("model.replied", data)], tool=names[0])
+              events=[NewEvent(EventType.MODEL_REPLIED, data)], tool=names[0])
         return
     if all(p.error for p in planned) and _repairs(s) >= MAX_REPAIRS - 1:
         _invalid_output(session, step, turn, usage, planned[0].error or "invalid tool calls")
         return
-    plan_calls(session, step, turn, planned, NewEvent("model.replied", data),
+    plan_calls(session, step, turn, planned, NewEvent(EventType.MODEL_REPLIED, data),
                execute_reads_inline)
 
 
@@ -200,7 +201,7 @@ def _repairs(s: dict[str, Any]) -> int:
 
 def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, Any],
                     message: str) -> None:
-    event = NewEvent("model.failed", {"step": step, "turn": turn, "category": "invalid_output",
+    event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn, "category": "invalid_output",
                                       "message": message[:300], "usage": usage})
     retry_later(session, step, "invalid_output", message, retry_after=0, events=[event])
 
@@ -215,10 +216,10 @@ def _finish_step(session: RunSession, step: str, turn: int, text: str,
                 if c["id"] in s["facts"]:
                     facts[c["id"]] = s["facts"][c["id"]]
     events = [
-        NewEvent("model.replied", {"step": step, "turn": turn, "text": text, "usage": usage,
+        NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text, "usage": usage,
                                    "finish_reason": "stop", "calls": [],
                                    "no_progress": 0}),
-        NewEvent("step.completed", {"step": step, "output": {"text": text[:4000], "facts": facts}}),
+        NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": {"text": text[:4000], "facts": facts}}),
     ]
     session.commit(events, milestone="step_complete")
 
@@ -232,9 +233,9 @@ def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[
         _invalid_output(session, PLAN_STEP, turn, usage, f"invalid plan: {exc}")
         return
     events = [
-        NewEvent("model.replied", {"step": PLAN_STEP, "turn": turn, "text": reply.text or "",
+        NewEvent(EventType.MODEL_REPLIED, {"step": PLAN_STEP, "turn": turn, "text": reply.text or "",
                                    "usage": usage, "calls": [], "no_progress": 0}),
-        NewEvent("plan.accepted", {"plan_version": s["plan_version"] + 1, "steps": steps}),
+        NewEvent(EventType.PLAN_ACCEPTED, {"plan_version": s["plan_version"] + 1, "steps": steps}),
     ]
     session.commit(events, milestone="step_complete")
 

@@ -12,6 +12,7 @@ from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.policy import backoff_delay
 from runs.engine.session import RunSession
+from runs.event_types import EventType
 from runs.statuses import RunStatus
 
 
@@ -24,7 +25,7 @@ def block(session: RunSession, category: str, detail: str, *,
     step = session.state["current_step"]
     evs = list(events)
     if step:
-        evs.append(NewEvent("step.failed", {"step": step, "status": "blocked",
+        evs.append(NewEvent(EventType.STEP_FAILED, {"step": step, "status": "blocked",
                                             "error_class": category}))
     session.commit(evs, to=RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
                    fields=fields, also=also)
@@ -42,7 +43,7 @@ def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str
 def wait(session: RunSession, *, kind: str, until: dt.datetime | None, data: dict[str, Any],
          events: Sequence[NewEvent] = (), also: Sequence[Callable[[], Any]] = ()) -> None:
     """Park the run in a durable wait (no worker holds it while it waits)."""
-    started = NewEvent("wait.started", {"kind": kind, "until": until.isoformat() if until else None,
+    started = NewEvent(EventType.WAIT_STARTED, {"kind": kind, "until": until.isoformat() if until else None,
                                         "data": data})
     fields = {"wait_kind": kind, "wait_until": until, "wait_data": data}
     session.commit([*events, started], to=RunStatus.WAITING, fields=fields, also=also,
@@ -64,7 +65,7 @@ def retry_later(session: RunSession, step: str, category: str, message: str, *,
         block(session, category, f"{message} (after {retries - 1} retries)", events=events)
         return
     delay = retry_delay(retries, retry_after)
-    evs = [*events, NewEvent("step.retrying", {"step": step, "retries": retries,
+    evs = [*events, NewEvent(EventType.STEP_RETRYING, {"step": step, "retries": retries,
                                                "error_class": category, "delay_s": delay})]
     if delay < settings.AGENTOPS_INLINE_BACKOFF_S:
         session.commit(evs)

@@ -22,6 +22,7 @@ from runs.engine.outcomes import wait
 from runs.engine.session import RunSession
 from runs.engine.settle import Settlement
 from runs.engine.waits import Parked, park_request, signal_available, signal_consume, signal_events
+from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus
 
@@ -103,7 +104,7 @@ def late_results_record(session: RunSession, settled: list[Settlement], new_rows
         if getattr(st, "next", "") == "park":
             continue
         _late_row(st, new_rows)
-        events.append(NewEvent("tool.late_result", {
+        events.append(NewEvent(EventType.TOOL_LATE_RESULT, {
             "id": st.call.tool_call_id, "status": st.status,
             "facts": st.fields.get("facts"), "summary": st.fields.get("summary", ""),
             "error_class": st.fields.get("error_class", "")},

@@ -11,6 +11,7 @@ from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.transition import run_transition
 from runs.errors import IllegalTransition
+from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus
 
@@ -41,7 +42,7 @@ def _recover_one(run_id: Any) -> bool:
         if run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
         count = run.recoveries + 1
-        event = NewEvent("run.recovered", {"recoveries": count, "lost_owner": run.lease_owner})
+        event = NewEvent(EventType.RUN_RECOVERED, {"recoveries": count, "lost_owner": run.lease_owner})
         try:
             if count > run.recovery_limit:
                 detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "

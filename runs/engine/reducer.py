@@ -10,6 +10,8 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from runs.event_types import EventType
+
 State = dict[str, Any]
 Event = dict[str, Any]
 _RESULT_KEYS = ("status", "summary", "facts", "missing_fields", "error", "deduplicated", "same_as")
@@ -76,7 +78,7 @@ def _step(state: State, key: str) -> dict[str, Any]:
     )
 
 
-@_on("run.created")
+@_on(EventType.RUN_CREATED)
 def _created(state: State, d: dict[str, Any], e: Event) -> None:
     state["run"] = {
         "agent": d["agent"],
@@ -90,19 +92,19 @@ def _created(state: State, d: dict[str, Any], e: Event) -> None:
         _plan(state, {"plan_version": 1, "steps": d["plan"]}, e)
 
 
-@_on("run.status")
+@_on(EventType.RUN_STATUS)
 def _status(state: State, d: dict[str, Any], e: Event) -> None:
     state["status"] = d["to"]
     if d["to"] != "waiting":
         state["wait"] = None
 
 
-@_on("run.recovered")
+@_on(EventType.RUN_RECOVERED)
 def _recovered(state: State, d: dict[str, Any], e: Event) -> None:
     state["recoveries"] = d.get("recoveries", state["recoveries"] + 1)
 
 
-@_on("plan.accepted")
+@_on(EventType.PLAN_ACCEPTED)
 def _plan(state: State, d: dict[str, Any], e: Event) -> None:
     state["plan_version"] = d["plan_version"]
     state["plan"] = [
@@ -121,13 +123,13 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
         _step(state, s["key"])
 
 
-@_on("step.started")
+@_on(EventType.STEP_STARTED)
 def _step_started(state: State, d: dict[str, Any], e: Event) -> None:
     _step(state, d["step"])["status"] = "running"
     state["current_step"] = d["step"]
 
 
-@_on("step.completed")
+@_on(EventType.STEP_COMPLETED)
 def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="succeeded", output=d.get("output"), error_class="")
@@ -136,21 +138,21 @@ def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
         state["current_step"] = None
 
 
-@_on("step.failed")
+@_on(EventType.STEP_FAILED)
 def _step_failed(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status=d.get("status", "failed"), error_class=d.get("error_class", ""))
     step["retries"] = d.get("retries", step["retries"])
 
 
-@_on("step.retrying")
+@_on(EventType.STEP_RETRYING)
 def _step_retrying(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step["retries"] = d["retries"]
     step["error_class"] = d.get("error_class", "")
 
 
-@_on("step.skipped")
+@_on(EventType.STEP_SKIPPED)
 def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="skipped", output=d.get("output"), error_class="")
@@ -161,19 +163,19 @@ def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
         state["facts"][f"skip:{d['step']}"] = d["output"]["facts"]
 
 
-@_on("step.reset")
+@_on(EventType.STEP_RESET)
 def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="pending", retries=0, error_class="", output=None)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 
-@_on("model.requested")
+@_on(EventType.MODEL_REQUESTED)
 def _model_requested(state: State, d: dict[str, Any], e: Event) -> None:
     state["turn"] = d["turn"]
 
 
-@_on("model.replied")
+@_on(EventType.MODEL_REPLIED)
 def _model_replied(state: State, d: dict[str, Any], e: Event) -> None:
     usage = d.get("usage") or {}
     totals = state["usage"]
@@ -196,12 +198,12 @@ def _model_replied(state: State, d: dict[str, Any], e: Event) -> None:
     guards["no_progress"] = d.get("no_progress", guards["no_progress"])
 
 
-@_on("model.failed")
+@_on(EventType.MODEL_FAILED)
 def _model_failed(state: State, d: dict[str, Any], e: Event) -> None:
     state["usage"]["tokens"] += (d.get("usage") or {}).get("tokens", 0)
 
 
-@_on("tool.result")
+@_on(EventType.TOOL_RESULT)
 def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     call_id = d["id"]
     result = {k: d[k] for k in _RESULT_KEYS if k in d}
@@ -222,29 +224,29 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
         state["facts"][call_id] = d["facts"]
 
 
-@_on("tool.unknown")
+@_on(EventType.TOOL_UNKNOWN)
 def _tool_unknown(state: State, d: dict[str, Any], e: Event) -> None:
     call = state["open_calls"].get(d["id"])
     if call is not None:
         call["unknown"] = True
 
 
-@_on("wait.started")
+@_on(EventType.WAIT_STARTED)
 def _wait_started(state: State, d: dict[str, Any], e: Event) -> None:
     state["wait"] = {"kind": d["kind"], "until": d.get("until"), "data": d.get("data", {})}
 
 
-@_on("wait.ended")
+@_on(EventType.WAIT_ENDED)
 def _wait_ended(state: State, d: dict[str, Any], e: Event) -> None:
     state["wait"] = None
 
 
-@_on("signal.received")
+@_on(EventType.SIGNAL_RECEIVED)
 def _signal(state: State, d: dict[str, Any], e: Event) -> None:
     state["signals"].append({"name": d["name"], "payload": d.get("payload", {}), "seq": e["seq"]})
 
 
-@_on("context.compacted")
+@_on(EventType.CONTEXT_COMPACTED)
 def _compacted(state: State, d: dict[str, Any], e: Event) -> None:
     upto = d["upto_turn"]
     kept = [t for t in state["turns"] if t["n"] > upto]
@@ -253,12 +255,12 @@ def _compacted(state: State, d: dict[str, Any], e: Event) -> None:
     state["summary"] = d["summary"]
 
 
-@_on("run.note")
+@_on(EventType.RUN_NOTE)
 def _note(state: State, d: dict[str, Any], e: Event) -> None:
     state["notes"] = (state["notes"] + [d["text"]])[-10:]
 
 
-@_on("tool.reopened")
+@_on(EventType.TOOL_REOPENED)
 def _tool_reopened(state: State, d: dict[str, Any], e: Event) -> None:
     # An operator's retry puts a settled call back on the step's to-do list.
     state["open_calls"][d["id"]] = {"turn": d["turn"], "name": d["name"], "step": d["step"]}
@@ -268,14 +270,14 @@ def _tool_reopened(state: State, d: dict[str, Any], e: Event) -> None:
                 call["result"] = None
 
 
-@_on("tool.confirmed")
+@_on(EventType.TOOL_CONFIRMED)
 def _tool_confirmed(state: State, d: dict[str, Any], e: Event) -> None:
     call = state["open_calls"].get(d["id"])
     if call is not None and not d.get("executed"):
         call.pop("unknown", None)
 
 
-@_on("approval.decided")
+@_on(EventType.APPROVAL_DECIDED)
 def _approval_decided(state: State, d: dict[str, Any], e: Event) -> None:
     # Edited arguments replace the proposal in the model's view: it sees what will run.
     if d.get("args") is None:
@@ -287,7 +289,7 @@ def _approval_decided(state: State, d: dict[str, Any], e: Event) -> None:
                 return
 
 
-@_on("run.rolled_back")
+@_on(EventType.RUN_ROLLED_BACK)
 def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
     # The event carries the state at the checkpoint, so replaying the log needs no lookup.
     # Spent usage, recoveries and received signals are facts of the world: they stay. The
@@ -307,7 +309,7 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
 # --- guards and checkpoint files (runs/engine/drift.py, selfcheck.py, runs/checkpoints.py) ---
 
 
-@_on("guard.drift_scored")
+@_on(EventType.GUARD_DRIFT_SCORED)
 def _drift_scored(state: State, d: dict[str, Any], e: Event) -> None:
     # The side model's tokens are spent by the run: they count against its budget.
     usage = d.get("usage") or {}
@@ -315,12 +317,12 @@ def _drift_scored(state: State, d: dict[str, Any], e: Event) -> None:
     state["usage"]["cost_micros"] += usage.get("cost_micros", 0)
 
 
-@_on("guard.self_checked")
+@_on(EventType.GUARD_SELF_CHECKED)
 def _self_checked(state: State, d: dict[str, Any], e: Event) -> None:
     state["self_checked"] = e["seq"]
 
 
-@_on("run.imported")
+@_on(EventType.RUN_IMPORTED)
 def _imported(state: State, d: dict[str, Any], e: Event) -> None:
     # Like a rollback, the event carries the state, so replaying the log needs no file.
     restored = copy.deepcopy(d["state"])
@@ -331,6 +333,6 @@ def _imported(state: State, d: dict[str, Any], e: Event) -> None:
                          "from_run": d.get("from_run"), "from_seq": d.get("from_seq")}
 
 
-@_on("run.migrated")
+@_on(EventType.RUN_MIGRATED)
 def _migrated(state: State, d: dict[str, Any], e: Event) -> None:
     state["run"]["version"] = d.get("to_version", state["run"].get("version"))

@@ -32,6 +32,7 @@ from runs.engine.events import NewEvent
 from runs.engine.outcomes import block
 from runs.engine.session import RunSession
 from runs.engine.snapshots import replay_state
+from runs.event_types import EventType
 from runs.models import Event, Run
 
 RESTORE_EVENTS = ("run.recovered", "run.forked", "run.migrated", "run.imported")
@@ -47,9 +48,9 @@ def session_checked(session: RunSession, *, migrated: bool = False) -> RunSessio
     if problems:
         detail = "the restored state failed its self-check: " + "; ".join(problems)
         block(session, "self_check_failed", detail,
-              events=[NewEvent("guard.self_check_failed", {"problems": problems})])
+              events=[NewEvent(EventType.GUARD_SELF_CHECK_FAILED, {"problems": problems})])
         return None
-    session.commit([NewEvent("guard.self_checked", {"problems": []})])
+    session.commit([NewEvent(EventType.GUARD_SELF_CHECKED, {"problems": []})])
     return session
 
 

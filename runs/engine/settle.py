@@ -13,6 +13,7 @@ from ledger.services.probe import probe_call
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.events import NewEvent, result_event
 from runs.engine.outcomes import retry_delay
+from runs.event_types import EventType
 
 
 @dataclass
@@ -47,7 +48,7 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
         delay = retry_delay(n, outcome.next_retry_delay)
         status = S.TIMED_OUT if outcome.status == "timed_out" else S.FAILED
         at = clock.now() + dt.timedelta(seconds=delay)
-        ev = NewEvent("tool.attempt_failed", {"id": call.tool_call_id, "attempt": n,
+        ev = NewEvent(EventType.TOOL_ATTEMPT_FAILED, {"id": call.tool_call_id, "attempt": n,
                                               "category": outcome.category, "delay_s": delay},
                       tool_call_id=call.tool_call_id, attempt=n)
         return Settlement(call, status, {"attempts": n, "not_before": at,
@@ -84,7 +85,7 @@ def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
 
 
 def _unknown(call: ToolCall, n: int, outcome: Outcome, attempt: ToolAttempt) -> Settlement:
-    ev = NewEvent("tool.unknown", {"id": call.tool_call_id, "attempt": n,
+    ev = NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id, "attempt": n,
                                    "category": outcome.category},
                   tool_call_id=call.tool_call_id, attempt=n)
     detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run; "

@@ -13,6 +13,7 @@ from agentops import clock
 from agentops.writes import RowsUpdate
 from runs.engine.events import NewEvent
 from runs.errors import IllegalTransition
+from runs.event_types import EventType
 from runs.models import Step
 from runs.statuses import StepStatus, step_can_move
 
@@ -28,7 +29,7 @@ def step_statuses(state: dict[str, Any], events: Sequence[NewEvent]) -> dict[str
 
 def step_move(key: str, src: str, event: NewEvent) -> str:
     """Return the status ``event`` moves step ``key`` to from ``src``; raise if illegal."""
-    if event.type == "step.retrying":
+    if event.type == EventType.STEP_RETRYING:
         return src  # the step is still being worked on; only its retry count changes
     dst = _STATUS.get(event.type) or event.data.get("status", StepStatus.FAILED)
     if dst != src and not step_can_move(src, dst):
@@ -48,7 +49,7 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
     ``state`` is the run's state after the events; ``before`` each touched step's status
     before them (``step_statuses``); each move is checked against the step transition table.
     """
-    plans = [e for e in events if e.type == "plan.accepted"]
+    plans = [e for e in events if e.type == EventType.PLAN_ACCEPTED]
     current = dict(before or {})
     changes: dict[str, dict[str, Any]] = {}
     now = clock.now()
@@ -60,11 +61,11 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
         fields = changes.setdefault(key, {})
         current[key] = fields["status"] = step_move(key, current.get(key, StepStatus.PENDING), e)
         fields["retry_count"] = st.get("retries", 0)
-        if e.type == "step.started":
+        if e.type == EventType.STEP_STARTED:
             fields["started_at"] = now
-        if e.type in ("step.completed", "step.skipped"):
+        if e.type in (EventType.STEP_COMPLETED, EventType.STEP_SKIPPED):
             fields.update(finished_at=now, output=st.get("output"), error_class="")
-        if e.type == "step.failed":
+        if e.type == EventType.STEP_FAILED:
             fields.update(error_class=e.data.get("error_class", ""), finished_at=now)
     updates = [RowsUpdate(Step, {"run_id": run_id, "key": key}, fields)
                for key, fields in changes.items()]

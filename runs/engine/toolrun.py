@@ -17,9 +17,9 @@ from ledger.sealed import unseal
 from ledger.services.execute import Outcome, run_calls
 from ledger.services.limits import breaker_open, breaker_writes
 from ledger.services.record import (
-    toolcall_move,
     attempt_finish,
     attempts_insert,
+    toolcall_move,
     toolcall_update,
     toolcalls_insert,
 )
@@ -28,10 +28,17 @@ from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent
 from runs.engine.leases import heartbeat_for, lease_kept
 from runs.engine.outcomes import block, go_unknown, wait
-from runs.engine.parking import late_results_record, limits_gate, park_commit, parkable, parked_settlement
+from runs.engine.parking import (
+    late_results_record,
+    limits_gate,
+    park_commit,
+    parkable,
+    parked_settlement,
+)
 from runs.engine.session import RunSession
 from runs.engine.settle import Settlement, settle
 from runs.errors import LeaseLost
+from runs.event_types import EventType
 
 _RUNNABLE = {S.PENDING, S.CONFIRMED_NOT_EXECUTED, S.TIMED_OUT, S.FAILED}
 
@@ -129,7 +136,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolC
             toolcall_move(c, S.RUNNING)  # inserted below, already running
         opened.append(ToolAttempt(tool_call=c, attempt=n, status=S.RUNNING,
                                   worker=session.worker, started_at=now))
-        evs.append(NewEvent("tool.started", {"id": c.tool_call_id, "attempt": n},
+        evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
     session.commit(evs, also=also)
@@ -181,7 +188,7 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
              data={"reason": f"retry {retry[0].call.tool} after {retry[0].category}", "step": step})
     else:
         if not retry and not _open_in_step(session, step, settled):
-            evs.append(NewEvent("model.requested", {"step": step, "turn": session.state["turn"] + 1}))
+            evs.append(NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": session.state["turn"] + 1}))
         session.commit(evs, also=also)
 
 
@@ -213,7 +220,7 @@ def _reconcile(session: RunSession, call: ToolCall) -> None:
         go_unknown(session, tool=call.tool, tool_call_id=call.tool_call_id,
                    detail=f"{call.tool} ({call.tool_call_id}) was running when its worker died; "
                           "it has no probe, so only a person can say whether it happened",
-                   events=[NewEvent("tool.unknown", {"id": call.tool_call_id,
+                   events=[NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id,
                                                      "attempt": call.attempts + 1,
                                                      "category": "worker_lost"},
                                     tool_call_id=call.tool_call_id)],

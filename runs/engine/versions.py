@@ -10,6 +10,7 @@ from __future__ import annotations
 from agentops.agents import Agent, registry
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import load_state
+from runs.event_types import EventType
 from runs.models import Run
 
 
@@ -23,7 +24,7 @@ def agent_migrate(run: Run, state: dict) -> tuple[Agent, dict] | None:
     for to_version, fn in path:
         for e in fn(state) or []:
             events.append(NewEvent(e["type"], e.get("data", {})))
-        events.append(NewEvent("run.migrated", {"from": version, "to": to_version}))
+        events.append(NewEvent(EventType.RUN_MIGRATED, {"from": version, "to": to_version}))
         version = to_version
     event_append(run=run, events=events, expected_version=run.version,
                  fields={"agent_version": version})

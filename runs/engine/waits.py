@@ -24,6 +24,7 @@ from ledger.statuses import ToolCallStatus as S
 from runs.engine.calls import result_event
 from runs.engine.events import NewEvent
 from runs.engine.transition import run_transition
+from runs.event_types import EventType
 from runs.models import Run, Signal
 from runs.statuses import ATTENTION, TERMINAL, RunStatus, WaitKind
 
@@ -62,7 +63,7 @@ def signal_available(run_id: Any, name: str) -> Signal | None:
 def signal_events(call_id: str, sig: Signal) -> list[NewEvent]:
     """Return the events that consume ``sig`` as the result of call ``call_id``."""
     return [
-        NewEvent("signal.received", {"name": sig.name, "payload": sig.payload},
+        NewEvent(EventType.SIGNAL_RECEIVED, {"name": sig.name, "payload": sig.payload},
                  key=f"signal:{sig.key}"),
         result_event(call_id, status="succeeded",
                      facts={"signal": sig.name, "payload": sig.payload},
@@ -232,7 +233,7 @@ def _lock_waiting(run_id: Any, kind: str) -> Run | None:
 
 
 def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str) -> None:
-    ended = NewEvent("wait.ended", {"kind": run.wait_kind, "why": why})
+    ended = NewEvent(EventType.WAIT_ENDED, {"kind": run.wait_kind, "why": why})
     run_transition(run, RunStatus.QUEUED, reason=f"wait_{why}", events=[*events, ended],
                    expected_version=run.version, also=writes)
 

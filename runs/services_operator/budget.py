@@ -10,6 +10,7 @@ from approvals.errors import ActionNotApplicable
 from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import load_state
+from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
@@ -26,7 +27,7 @@ def run_resume(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
         refusal = rules.resume_refusal(run)
         if refusal:
             raise ActionNotApplicable(refusal)
-        requeue(run, state, [NewEvent("run.resumed", {"by": who}, actor=who)],
+        requeue(run, state, [NewEvent(EventType.RUN_RESUMED, {"by": who}, actor=who)],
                 reason="operator_resume", actor=who, detail=reason)
     return {"resumed": True}
 
@@ -45,14 +46,14 @@ def run_raise_budget(*, run: Run, actor: Any, reason: str = "", seconds: int | N
                 raise InvalidInput(f"{column.removeprefix('budget_')} {value} is not above the "
                                    f"current limit {'unlimited' if current is None else current}")
         data = {"old": _jsonable(old), "new": _jsonable(new), "by": who}
-        event_append(run=run, events=[NewEvent("run.budget_raised", data, actor=who)],
+        event_append(run=run, events=[NewEvent(EventType.RUN_BUDGET_RAISED, data, actor=who)],
                      fields=new)
         state = load_state(run.pk)
         resumed = (run.status == RunStatus.BLOCKED
                    and run.attention_reason == BlockReason.BUDGET_EXHAUSTED
                    and budget_exhausted(run, state["usage"]) is None)
         if resumed:
-            requeue(run, state, [NewEvent("run.resumed", {"by": who}, actor=who)],
+            requeue(run, state, [NewEvent(EventType.RUN_RESUMED, {"by": who}, actor=who)],
                     reason="operator_resume", actor=who, detail=reason)
     return {**data, "resumed": resumed}
 

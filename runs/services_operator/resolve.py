@@ -16,6 +16,7 @@ from runs.engine.calls import result_event
 from runs.engine.events import NewEvent
 from runs.engine.jsonstate import check_json
 from runs.engine.snapshots import load_state
+from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
@@ -35,7 +36,7 @@ def run_retry(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
         changes: dict[str, Any] = {"step": step, "reopened": [], "closed": [],
                                    "approvals_requested": []}
         if step:
-            events.append(NewEvent("step.reset", {"step": step, "by": who, "reason": reason},
+            events.append(NewEvent(EventType.STEP_RESET, {"step": step, "by": who, "reason": reason},
                                    actor=who))
             _reopen_failed(run, state, events, also, changes)
             changes["closed"] = _close_open(run, state, step, events, also,
@@ -51,7 +52,7 @@ def _reopen_failed(run: Run, state: dict[str, Any], events: list[NewEvent],
     if call is None or call.status not in (TC.FAILED, TC.TIMED_OUT):
         return
     if call.tool_call_id not in state["open_calls"]:
-        events.append(NewEvent("tool.reopened", {"id": call.tool_call_id, "step": call.step_key,
+        events.append(NewEvent(EventType.TOOL_REOPENED, {"id": call.tool_call_id, "step": call.step_key,
                                                  "turn": call.turn, "name": call.tool},
                                tool_call_id=call.tool_call_id))
     # A fresh retry budget for the tool: attempts count again from here.
@@ -119,7 +120,7 @@ def run_skip(*, run: Run, actor: Any, reason: str = "", output: dict[str, Any] |
         also: list[Callable[[], Any]] = []
         closed = _close_open(run, state, step, events, also, "not run: the step was skipped",
                              cancel_rows=True)
-        events.append(NewEvent("step.skipped", {"step": step, "by": who, "output": {
+        events.append(NewEvent(EventType.STEP_SKIPPED, {"step": step, "by": who, "output": {
             "text": f"skipped by {who}: {reason}"[:4000], "facts": facts or {}}}, actor=who))
         requeue(run, state, events, reason="operator_skip", actor=who, detail=reason, also=also)
     return {"step": step, "facts": facts or {}, "cancelled_calls": closed}
@@ -143,7 +144,7 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
         call = _unknown_call(run, tool_call)
         said = {"id": call.tool_call_id, "executed": executed, "evidence": evidence[:4000],
                 "by": who}
-        events = [NewEvent("tool.confirmed", said, tool_call_id=call.tool_call_id, actor=who)]
+        events = [NewEvent(EventType.TOOL_CONFIRMED, said, tool_call_id=call.tool_call_id, actor=who)]
         if executed:
             summary = f"confirmed executed by {who}" + (f": {evidence}" if evidence else "")
             also = [toolcall_update(call, TC.CONFIRMED_EXECUTED, facts=facts or {},
@@ -173,8 +174,8 @@ def _unknown_call(run: Run, tool_call: ToolCall | str | None) -> ToolCall:
 
 def run_terminate(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
     """Cancel the run with ``reason``; its pending approvals go stale (nobody can decide them)."""
-    from approvals.transition import approvals_close_pending
     from approvals.statuses import ApprovalStatus
+    from approvals.transition import approvals_close_pending
     from runs.services import run_cancel
 
     refusal = rules.status_refusal(run, rules.LIVE, "terminate")

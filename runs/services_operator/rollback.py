@@ -31,10 +31,10 @@ from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import load_state, snapshot_build
 from runs.engine.transition import run_transition
 from runs.errors import UnknownAgent
+from runs.event_types import EventType
 from runs.models import Event, Run
 from runs.services_operator import rules
-from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked
-from runs.services_operator.common import state_projection
+from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked, state_projection
 from runs.statuses import RunStatus
 
 ROLLBACK_STATUSES = rules.ROLLBACK
@@ -159,7 +159,7 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
     try:
         raw = spec.compensate(ctx, call.facts or {}, **args)
     except Exception as exc:  # noqa: BLE001 - a failed compensation is reported, never lost
-        event_append(run=run, events=[NewEvent("tool.compensation_failed", {
+        event_append(run=run, events=[NewEvent(EventType.TOOL_COMPENSATION_FAILED, {
             "id": call.tool_call_id, "tool": call.tool, "message": str(exc)[:500], "by": who},
             tool_call_id=call.tool_call_id, actor=who)])
         raise ActionNotApplicable(f"the compensation of {call.tool} ({call.tool_call_id}) "
@@ -168,7 +168,7 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
                                   tool_call_id=call.tool_call_id) from None
     facts = raw.facts if isinstance(raw, ToolResult) else raw if isinstance(raw, dict) else {}
     with transaction.atomic():
-        event_append(run=run, events=[NewEvent("tool.compensated", {
+        event_append(run=run, events=[NewEvent(EventType.TOOL_COMPENSATED, {
             "id": call.tool_call_id, "tool": call.tool, "facts": facts, "by": who},
             tool_call_id=call.tool_call_id, actor=who)],
             also=[toolcall_update(call, TC.COMPENSATED, summary=f"compensated by {who}")])
@@ -184,7 +184,7 @@ def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, A
                    "compensated": [c.tool_call_id for c in [*plan.done, *plan.compensate]],
                    "ticked": [c.tool_call_id for c, _ in plan.checklist],
                    "cancelled": [c.tool_call_id for c in plan.cancel], "by": who}
-        rolled = NewEvent("run.rolled_back", {**summary, "state": plan.state}, actor=who)
+        rolled = NewEvent(EventType.RUN_ROLLED_BACK, {**summary, "state": plan.state}, actor=who)
         new = reducer.fold(state, [{"seq": run.last_seq + 1, "type": rolled.type,
                                     "data": rolled.data},
                                    {"seq": run.last_seq + 2, "type": "run.status",
