@@ -21,11 +21,11 @@ from runs.models import BudgetPolicy
 from runs.schemas import (
     ActionIn,
     ActionOut,
-    BulkActionIn,
-    BulkActionOut,
     BudgetPolicyCreateIn,
     BudgetPolicyIn,
     BudgetPolicyOut,
+    BulkActionIn,
+    BulkActionOut,
     CancelIn,
     EventPageOut,
     ForkIn,

@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Any, Literal, Union
 
 from ninja import Field, Schema
-from pydantic import ConfigDict, create_model
+from pydantic import create_model
 
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.statuses import BlockReason, RunStatus

@@ -11,11 +11,10 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 
 from agentops.errors import AgentOpsError
-from approvals.actions import ACTIONS, APPROVAL_ACTIONS, RUN_ACTIONS
+from approvals.actions import ACTIONS, APPROVAL_ACTIONS
 from approvals.actions.base import Bound, bind
 from approvals.bulk import bulk_apply
 
-RUN_VERBS = tuple(RUN_ACTIONS)
 APPROVAL_VERBS = tuple(APPROVAL_ACTIONS)
 
 

@@ -10,17 +10,11 @@ from agentops import clock
 from approvals.actions import actions_for
 from runs import selectors as sel
 from runs.errors import RunNotFound
-from runs.models import Run
 from runs.event_types import EventType
+from runs.models import Run
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
 from runs.views.world import effects_for_run_card
-
-
-
-def run_verbs(run: Run, user: Any) -> list[str]:
-    """Return the verbs of the buttons this user may press on ``run``, recommended first."""
-    return [a.verb for a in actions_for(run, user)]
 
 
 def _meter(label: str, used: float, limit: float | None, text: str) -> dict[str, Any]:
