@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentops.doctor import readiness_checks
+from agentops.proxies import client_ip
 from agentops.observability.metrics import metrics_exposition
 
 DEFAULT_METRICS_ALLOW = ("127.0.0.1", "::1")
@@ -59,7 +60,7 @@ def metrics_allowed(request: HttpRequest) -> bool:
         if scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, token_bytes):
             return True
     allow = getattr(settings, "AGENTOPS_METRICS_ALLOW", DEFAULT_METRICS_ALLOW)
-    return _address_in(request.META.get("REMOTE_ADDR", ""), allow)
+    return _address_in(client_ip(request), allow)
 
 
 def _address_in(address: str, networks: list[str] | tuple[str, ...]) -> bool:

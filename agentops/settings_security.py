@@ -85,12 +85,10 @@ def _axes() -> dict[str, Any]:
         # by one person's typos, and an attacker cannot lock a user out from elsewhere.
         "AXES_LOCKOUT_PARAMETERS": [["username", "ip_address"]],
         "AXES_USERNAME_FORM_FIELD": "username",
+        # The client is who AGENTOPS_TRUSTED_PROXIES says (never the leftmost X-Forwarded-For,
+        # which any client can write): the same rule as the /metrics allow-list.
+        "AXES_CLIENT_IP_CALLABLE": "agentops.proxies.client_ip",
     }
-    proxies = _env_int("AGENTOPS_PROXY_COUNT", 0)
-    if proxies:
-        # Behind N proxies REMOTE_ADDR is the proxy: read the client from X-Forwarded-For.
-        values["AXES_IPWARE_PROXY_COUNT"] = proxies
-        values["AXES_IPWARE_META_PRECEDENCE_ORDER"] = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
     return values
 
 
@@ -100,6 +98,25 @@ def _observability() -> dict[str, Any]:
         "AGENTOPS_METRICS_TOKEN": _env("AGENTOPS_METRICS_TOKEN", ""),
         "AGENTOPS_METRICS_DB_GAUGES": _env_bool("AGENTOPS_METRICS_DB_GAUGES", True),
         "AGENTOPS_HEARTBEAT_MAX_AGE_S": float(_env("AGENTOPS_HEARTBEAT_MAX_AGE_S", "60")),
+    }
+
+
+def _secrets() -> dict[str, Any]:
+    return {
+        # Key of the HMAC in redaction markers; unset = derived from SECRET_KEY (dev only).
+        "AGENTOPS_REDACTION_KEY": _env("AGENTOPS_REDACTION_KEY", ""),
+        # Fernet keys sealing sensitive tool arguments, newest first (rotate-keys re-seals).
+        "AGENTOPS_SEAL_KEYS": _csv("AGENTOPS_SEAL_KEYS", ""),
+        # HMAC-SHA256 keys signing checkpoint exports, newest first; all of them verify.
+        "AGENTOPS_CHECKPOINT_KEYS": _csv("AGENTOPS_CHECKPOINT_KEYS", ""),
+        "AGENTOPS_CHECKPOINT_MAX_BYTES": _env_int("AGENTOPS_CHECKPOINT_MAX_BYTES", 64 << 20),
+        # Names of environment variables whose values are secrets (tool credentials...).
+        "AGENTOPS_SECRET_ENV": _csv("AGENTOPS_SECRET_ENV", ""),
+        # Which proxies may say who the client is: a hop count ("1") or CIDRs ("10.0.0.0/8").
+        "AGENTOPS_TRUSTED_PROXIES": _env("AGENTOPS_TRUSTED_PROXIES", "")
+        or _env("AGENTOPS_PROXY_COUNT", ""),
+        # /api/docs and /api/openapi.json for anyone (on) or for logged-in users only (off).
+        "AGENTOPS_API_DOCS_PUBLIC": _env_bool("AGENTOPS_API_DOCS_PUBLIC", False),
     }
 
 
@@ -130,6 +147,7 @@ def apply(settings_globals: dict[str, Any], debug: bool) -> dict[str, list[str]]
     settings_globals.update(_https(debug))
     settings_globals.update(_axes())
     settings_globals.update(_observability())
+    settings_globals.update(_secrets())
     apps = _append(list(settings_globals.get("INSTALLED_APPS", [])), APPS)
     middleware = _insert_after(
         list(settings_globals.get("MIDDLEWARE", [])), SECURITY_MIDDLEWARE, AFTER_SECURITY_MIDDLEWARE

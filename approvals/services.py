@@ -20,6 +20,7 @@ from approvals.models import Approval
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 from approvals.transition import approval_transition
 from ledger.keys import redact
+from ledger.sealed import seal, unseal
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
@@ -136,10 +137,13 @@ def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
                             "decision": "approved" if approve else "rejected", "by": who,
                             "reason": reason[:2000], "edited": edited_args is not None}
     if approve:
+        sealed: dict[str, Any] = {}
         if edited_args is not None:
-            data["args"] = redact(args, _sensitive(run, a.tool))
-        write = toolcall_update(call, TC.PENDING, approved_args=args)
-        events = [NewEvent(EventType.APPROVAL_DECIDED, data, tool_call_id=call.tool_call_id, actor=who)]
+            args, sealed = _sealed_edit(call, args, _sensitive(run, a.tool))
+            data["args"] = args
+        write = toolcall_update(call, TC.PENDING, approved_args=args, **sealed)
+        events = [NewEvent(EventType.APPROVAL_DECIDED, data, tool_call_id=call.tool_call_id,
+                           actor=who)]
     else:
         write = toolcall_update(call, TC.REJECTED, finished_at=clock.now(), error_class="rejected",
                                 error=reason[:500])
@@ -148,6 +152,21 @@ def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
     approval_transition(a, ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED,
                         reason=reason, user=user, approved_args=args if approve else None)
     _wake(run, events, [write], who)
+
+
+def _sealed_edit(call: ToolCall, args: dict[str, Any],
+                 sensitive: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return (the edited args redacted, the sealed_args update) for an edit of ``call``.
+
+    An edited sensitive value is sealed with the call's other sealed values, never stored in
+    clear; a redaction marker sent back unchanged keeps the sealed original.
+    """
+    edits = {k: v for k, v in args.items() if k in sensitive
+             and not (isinstance(v, str) and v.startswith("[redacted"))}
+    if not edits:
+        return redact(args, sensitive), {}
+    sealed = seal({**unseal(call.sealed_args), **edits})
+    return redact(args, sensitive), {"sealed_args": sealed}
 
 
 def _validated(run: Run, tool: str, args: Any) -> dict[str, Any]:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from typing import IO
 
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import storages
 from django.db import IntegrityError, transaction
 
+from agentops.redaction import EMPTY, Secrets, scrub_stream
 from ledger.errors import ArtifactCorrupted, ArtifactMissing
 from ledger.models import Artifact
 
@@ -22,14 +24,21 @@ def _path(sha256: str) -> str:
     return f"{sha256[:2]}/{sha256[2:4]}/{sha256}"
 
 
-def artifact_put(data: bytes, *, content_type: str = "application/octet-stream") -> str:
-    """Store ``data`` (once per content) and return its sha256."""
+def artifact_put(data: bytes, *, content_type: str = "application/octet-stream",
+                 secrets: Secrets = EMPTY) -> str:
+    """Store ``data`` scrubbed of ``secrets`` (once per content) and return its sha256."""
+    data = secrets.scrub_bytes(data) if secrets else data
     sha = hashlib.sha256(data).hexdigest()
     return _save(sha, ContentFile(data), len(data), content_type)
 
 
-def artifact_put_file(fh: IO[bytes], *, content_type: str = "application/octet-stream") -> str:
-    """Store a file's bytes in chunks (never all in memory) and return their sha256."""
+def artifact_put_file(fh: IO[bytes], *, content_type: str = "application/octet-stream",
+                      secrets: Secrets = EMPTY) -> str:
+    """Store a file's bytes scrubbed of ``secrets``, in chunks (never all in memory)."""
+    if secrets:
+        with tempfile.TemporaryFile() as clean:
+            scrub_stream(fh, clean, secrets, chunk=_CHUNK)
+            return artifact_put_file(clean, content_type=content_type)
     digest, size = hashlib.sha256(), 0
     fh.seek(0)
     for chunk in iter(lambda: fh.read(_CHUNK), b""):

@@ -44,6 +44,13 @@ class ArtifactMissing(NotFound, LedgerError):
     code = "artifact_missing"
 
 
+class SealedUnreadable(LedgerError):
+    """Sealed arguments cannot be opened with any seal key (a key was dropped too early)."""
+
+    code = "sealed_unreadable"
+    http_status = 500
+
+
 class ToolError(Exception):
     """An error a tool reports; what the model sees is ``model_message`` and the fields.
 

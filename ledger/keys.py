@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from agentops.redaction import marker
 from runs.engine.jsonstate import canonical_json
 
 
@@ -30,11 +31,13 @@ def idempotency_key(*, run_id: Any, step: str, tool: str, args: dict[str, Any],
 
 
 def redact(args: dict[str, Any], sensitive: tuple[str, ...]) -> dict[str, Any]:
-    """Return ``args`` with each sensitive value replaced by a marker holding its hash."""
+    """Return ``args`` with each sensitive value replaced by its keyed marker (HMAC)."""
     if not sensitive:
         return args
-    return {
-        k: (f"[redacted sha256:{hashlib.sha256(canonical_json(v).encode()).hexdigest()[:12]}]"
-            if k in sensitive else v)
-        for k, v in args.items()
-    }
+    # A value that already is a marker (an approval sent back unchanged) stays that marker.
+    return {k: (marker(v) if k in sensitive and not _is_marker(v) else v)
+            for k, v in args.items()}
+
+
+def _is_marker(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("[redacted hmac:")

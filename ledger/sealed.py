@@ -1,7 +1,14 @@
 """Sealed values: sensitive tool arguments kept encrypted so a resumed run can still use them.
 
 Events, snapshots and the visible ledger hold only the redacted form; the encrypted original
-lives in ToolCall.sealed_args and is opened only by the executor.
+lives in ToolCall.sealed_args and is opened only by the executor (and the rollback's
+compensation, which needs the same arguments).
+
+The keys are their own: ``AGENTOPS_SEAL_KEYS`` (Fernet keys, newest first) seal and open; a
+key derived from ``SECRET_KEY`` (and from each of ``SECRET_KEY_FALLBACKS``) only opens what
+was sealed before seal keys were configured. Rotate by putting a new key first, running
+``manage.py agentops rotate-keys`` (re-seals every value with the newest key), then dropping
+the old key. Rotating SECRET_KEY never touches sealed values once seal keys are set.
 """
 from __future__ import annotations
 
@@ -10,24 +17,54 @@ import hashlib
 import json
 from typing import Any
 
-from cryptography.fernet import Fernet
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
+from agentops.redaction import Secrets, remember
+from ledger.errors import SealedUnreadable
 
-def _fernet() -> Fernet:
-    key = hashlib.sha256(("agentops-sealed:" + settings.SECRET_KEY).encode()).digest()
+
+def _legacy(secret_key: str) -> Fernet:
+    key = hashlib.sha256(("agentops-sealed:" + secret_key).encode()).digest()
     return Fernet(base64.urlsafe_b64encode(key))
 
 
+def seal_keys() -> MultiFernet:
+    """Return the seal key ring: configured keys first (the first seals), legacy keys last."""
+    configured = [Fernet(k.encode() if isinstance(k, str) else k)
+                  for k in getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ()]
+    legacy = [_legacy(settings.SECRET_KEY)]
+    legacy += [_legacy(k) for k in getattr(settings, "SECRET_KEY_FALLBACKS", ()) or ()]
+    return MultiFernet(configured + legacy)
+
+
 def seal(values: dict[str, Any]) -> str:
-    """Return ``values`` encrypted (empty string when there is nothing to seal)."""
+    """Return ``values`` encrypted with the newest seal key ("" when there is nothing to seal)."""
     if not values:
         return ""
-    return _fernet().encrypt(json.dumps(values).encode()).decode()
+    remember(Secrets.of(values.values()))
+    return seal_keys().encrypt(json.dumps(values).encode()).decode()
 
 
 def unseal(token: str) -> dict[str, Any]:
-    """Return the values sealed in ``token``."""
+    """Return the values sealed in ``token``; raise SealedUnreadable when no key opens it."""
     if not token:
         return {}
-    return json.loads(_fernet().decrypt(token.encode()))
+    try:
+        values = json.loads(seal_keys().decrypt(token.encode()))
+    except InvalidToken:
+        raise SealedUnreadable("sealed tool arguments cannot be opened with any configured "
+                               "seal key (AGENTOPS_SEAL_KEYS, SECRET_KEY, SECRET_KEY_FALLBACKS)"
+                               ) from None
+    remember(Secrets.of(values.values()))
+    return values
+
+
+def reseal(token: str) -> str:
+    """Return ``token`` re-encrypted with the newest seal key (raise SealedUnreadable if stuck)."""
+    if not token:
+        return token
+    try:
+        return seal_keys().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise SealedUnreadable("sealed tool arguments cannot be opened with any seal key") from None

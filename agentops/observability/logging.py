@@ -14,6 +14,8 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
+from agentops.redaction import known_secrets
+
 RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt")
 
 _context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_context", default=None)
@@ -49,8 +51,20 @@ class RunContextFilter(logging.Filter):
         return True
 
 
+def _scrubbed(line: str) -> str:
+    """Return a formatted log line with every secret this process knows replaced."""
+    return known_secrets().scrub_text(line)
+
+
 class JsonFormatter(_BaseJsonFormatter):
-    """One JSON object per line: time, level, logger, message, the run fields, any extras."""
+    """One JSON object per line: time, level, logger, message, the run fields, any extras.
+
+    The finished line (message, extras and traceback) is scrubbed of known secrets.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format the record as JSON, then scrub it."""
+        return _scrubbed(super().format(record))
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("rename_fields", {"levelname": "level", "name": "logger"})
@@ -65,7 +79,10 @@ class JsonFormatter(_BaseJsonFormatter):
 
 
 class PlainFormatter(logging.Formatter):
-    """Human-readable lines that end with the run fields that are set (``run_id=… step=…``)."""
+    """Human-readable lines that end with the run fields that are set (``run_id=… step=…``).
+
+    The finished line (message and traceback) is scrubbed of known secrets.
+    """
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -75,7 +92,7 @@ class PlainFormatter(logging.Formatter):
         line = super().format(record)
         values = ((name, getattr(record, name, None)) for name in RUN_FIELDS)
         ids = [f"{name}={value}" for name, value in values if value is not None]
-        return f"{line} [{' '.join(ids)}]" if ids else line
+        return _scrubbed(f"{line} [{' '.join(ids)}]" if ids else line)
 
 
 def logging_config(*, json: bool, level: str = "WARNING") -> dict[str, Any]:

@@ -11,6 +11,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentops.redaction import EMPTY, Secrets, configured_secrets
 from agentops.tools import ToolContext, ToolSpec
 from ledger.errors import ToolError, ToolInvalidArguments
 from ledger.services.results import InvalidToolOutput, Layered, result_layer
@@ -42,18 +43,40 @@ class Outcome:
         return self.status == "succeeded"
 
 
-def toolcall_execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Outcome:
-    """Call the tool once (with its timeout) and return the classified Outcome."""
+def call_secrets_of(spec: ToolSpec, args: dict[str, Any], known: Secrets = EMPTY) -> Secrets:
+    """Return the secrets of one call: its sensitive argument values, ``known`` and configured."""
+    own = Secrets.of(args[k] for k in spec.sensitive if k in args)
+    return own | known | configured_secrets()
+
+
+def toolcall_execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any],
+                     secrets: Secrets = EMPTY) -> Outcome:
+    """Call the tool once (with its timeout) and return the classified Outcome, scrubbed.
+
+    Nothing the tool returned or raised leaves here with a secret in it: the result (and its
+    artifact) and the error message, log and details are scrubbed of the call's sensitive
+    argument values, of ``secrets`` (the run's) and of the configured secrets.
+    """
+    secrets = call_secrets_of(spec, args, secrets)
     try:
         if spec.timeout is None:
             raw = spec.fn(ctx, **args)
         else:
             raw = _with_timeout(spec, ctx, args)
-        return Outcome("succeeded", result=result_layer(raw, tool=spec.name))
+        return Outcome("succeeded", result=result_layer(raw, tool=spec.name, secrets=secrets))
     except RunControl:
         raise
     except BaseException as exc:  # noqa: BLE001 - every tool failure is classified, none escapes
-        return classify(spec, exc)
+        return outcome_scrubbed(classify(spec, exc), secrets)
+
+
+def outcome_scrubbed(outcome: Outcome, secrets: Secrets) -> Outcome:
+    """Return a failed ``outcome`` with its message, log and details scrubbed of ``secrets``."""
+    if secrets:
+        outcome.message = secrets.scrub_text(outcome.message)
+        outcome.log = secrets.scrub_text(outcome.log)
+        outcome.details = secrets.scrub(outcome.details)
+    return outcome
 
 
 def _with_timeout(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any]) -> Any:
@@ -90,10 +113,12 @@ def classify(spec: ToolSpec, exc: BaseException) -> Outcome:
                    message=f"{spec.name} failed ({type(exc).__name__})", log=repr(exc))
 
 
-def run_calls(jobs: list[tuple[ToolSpec, ToolContext, dict[str, Any]]]) -> list[Outcome]:
+def run_calls(jobs: list[tuple[ToolSpec, ToolContext, dict[str, Any]]],
+              secrets: Secrets = EMPTY) -> list[Outcome]:
     """Run several calls; in parallel when there is more than one. Order follows ``jobs``."""
     if len(jobs) == 1:
         spec, ctx, args = jobs[0]
-        return [toolcall_execute(spec, ctx, args)]
-    futures = [_PARALLEL.submit(toolcall_execute, spec, ctx, args) for spec, ctx, args in jobs]
+        return [toolcall_execute(spec, ctx, args, secrets)]
+    futures = [_PARALLEL.submit(toolcall_execute, spec, ctx, args, secrets)
+               for spec, ctx, args in jobs]
     return [f.result() for f in futures]

@@ -21,6 +21,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import IO, Any, Iterator
 
+from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolContext, ToolSpec
 from ledger.artifacts import artifact_put_file
 from ledger.errors import ToolInvalidArguments
@@ -97,16 +98,16 @@ def is_stream(log: Any) -> bool:
     return isinstance(log, os.PathLike) or hasattr(log, "read")
 
 
-def log_spill(log: Any, *, head: bytes = b"") -> str:
+def log_spill(log: Any, *, head: bytes = b"", secrets: Secrets = EMPTY) -> str:
     """Stream a path/file-object log (after ``head``) to the artifact store; return its sha256."""
     with _opened(log) as src:
         if not head:
-            return artifact_put_file(src, content_type="text/plain")
+            return artifact_put_file(src, content_type="text/plain", secrets=secrets)
         with tempfile.TemporaryFile() as joined:
             joined.write(head)
             src.seek(0)
             shutil.copyfileobj(src, joined, 1 << 20)
-            return artifact_put_file(joined, content_type="text/plain")
+            return artifact_put_file(joined, content_type="text/plain", secrets=secrets)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
@@ -36,8 +37,11 @@ class Layered:
     truncated: bool = False
 
 
-def result_layer(raw: Any, *, tool: str) -> Layered:
-    """Return ``raw`` (a ToolResult or dict) layered, oversized parts moved to an artifact."""
+def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
+    """Return ``raw`` (a ToolResult or dict) layered, oversized parts moved to an artifact.
+
+    Every part is scrubbed of ``secrets`` before anything is measured or stored.
+    """
     if isinstance(raw, dict):
         raw = ToolResult(facts=raw, summary="")
     if not isinstance(raw, ToolResult):
@@ -48,11 +52,12 @@ def result_layer(raw: Any, *, tool: str) -> Layered:
         check_json(raw.facts, "facts")
     except NotJSONSerializable as exc:
         raise InvalidToolOutput(f"tool {tool} returned facts that are not JSON: {exc}") from None
+    raw = _scrubbed(raw, secrets)
     limit = settings.AGENTOPS_INLINE_RESULT_BYTES
     facts_text = json.dumps(raw.facts, ensure_ascii=False)
     summary = raw.summary or ""
     if is_stream(raw.log):
-        return _layer_streamed(raw, facts_text, summary, limit)
+        return _layer_streamed(raw, facts_text, summary, limit, secrets)
     log = raw.log.encode() if isinstance(raw.log, str) else (raw.log or b"")
     out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
                   next_cursor=raw.next_cursor)
@@ -61,7 +66,8 @@ def result_layer(raw: Any, *, tool: str) -> Layered:
     payload = log if log else facts_text.encode()
     if log and len(facts_text) + len(summary) > limit:
         payload = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" + log
-    out.artifact = artifact_put(payload, content_type="application/json" if not log else "text/plain")
+    out.artifact = artifact_put(payload, content_type="application/json" if not log else "text/plain",
+                                secrets=secrets)
     if len(facts_text) > limit:
         out.facts = _shrink(raw.facts, limit)
         out.truncated = True
@@ -71,12 +77,28 @@ def result_layer(raw: Any, *, tool: str) -> Layered:
     return out
 
 
-def _layer_streamed(raw: ToolResult, facts_text: str, summary: str, limit: int) -> Layered:
+def _scrubbed(raw: ToolResult, secrets: Secrets) -> ToolResult:
+    """Return ``raw`` with facts, summary and a text log scrubbed (a streamed log is later)."""
+    if not secrets:
+        return raw
+    log = raw.log
+    if isinstance(log, str):
+        log = secrets.scrub_text(log)
+    elif isinstance(log, bytes):
+        log = secrets.scrub_bytes(log)
+    return ToolResult(facts=secrets.scrub(raw.facts), summary=secrets.scrub(raw.summary or ""),
+                      log=log, missing_fields=raw.missing_fields,
+                      next_cursor=secrets.scrub(raw.next_cursor))
+
+
+def _layer_streamed(raw: ToolResult, facts_text: str, summary: str, limit: int,
+                    secrets: Secrets) -> Layered:
     """Layer a result whose log is a path/file: streamed to an artifact, never in memory."""
     big = len(facts_text) + len(summary) > limit
     head = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" if big else b""
     out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
-                  next_cursor=raw.next_cursor, artifact=log_spill(raw.log, head=head))
+                  next_cursor=raw.next_cursor,
+                  artifact=log_spill(raw.log, head=head, secrets=secrets))
     if len(facts_text) > limit:
         out.facts, out.truncated = _shrink(raw.facts, limit), True
     if len(summary) > limit:

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentops.redaction import Secrets
 from agentops.tools import ToolSpec
 from approvals.services import approval_build, approval_needed, approvals_insert
 from ledger.keys import args_hash, idempotency_key, redact
@@ -101,6 +102,8 @@ def _dedup_result(p: PlannedCall, prior: ToolCall) -> NewEvent:
 def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     spec, args = p.spec, p.args or {}
     sensitive = {k: v for k, v in args.items() if k in spec.sensitive}
+    # Known from now on: this unit's events (the reply, results) are scrubbed of it too.
+    session.secrets = session.secrets | Secrets.of(sensitive.values())
     return ToolCall(
         tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,
         step_key=step, turn=turn, index=p.index, tool=p.name, args=redact(args, spec.sensitive),

@@ -15,6 +15,8 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from agentops import clock
+from agentops.redaction import Secrets
+from ledger.secrets import run_secrets
 from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound, UnknownEventType
@@ -45,6 +47,23 @@ class NewEvent:
         return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
 
 
+def events_scrubbed(events: Sequence[NewEvent], secrets: Secrets) -> list[NewEvent]:
+    """Return ``events`` with every secret replaced (an event with none is kept as it is)."""
+    if not secrets:
+        return list(events)
+    return [NewEvent(e.type, secrets.scrub(e.data, engine=True), e.tool_call_id, e.attempt,
+                     e.key, secrets.scrub_text(e.actor)) if secrets.found_in(e.data_json) else e
+            for e in events]
+
+
+def fields_scrubbed(fields: dict[str, Any], secrets: Secrets) -> dict[str, Any]:
+    """Return Run/ledger column values with secrets replaced in their text and JSON."""
+    if not secrets:
+        return fields
+    return {k: secrets.scrub(v, engine=True) if isinstance(v, (str, dict, list)) else v
+            for k, v in fields.items()}
+
+
 def result_event(call_id: str, *, attempt: int | None = None, **data: Any) -> NewEvent:
     """Return the tool.result event (after_tool_call) of a settled call."""
     return NewEvent(EventType.TOOL_RESULT, {"id": call_id, **data}, tool_call_id=call_id,
@@ -59,8 +78,12 @@ def event_append(
     fields: dict[str, Any] | None = None,
     also: Iterable[Any] = (),
     touch: bool = True,
+    secrets: Secrets | None = None,
 ) -> list[NewEvent]:
     """Append ``events`` to ``run`` and update its projection ``fields`` atomically.
+
+    Events and fields are scrubbed of ``secrets`` first (default: the run's, read from its
+    sealed tool arguments, plus the configured ones): no secret is ever written to the log.
 
     With ``expected_version`` (a lease holder) the write fails with LeaseLost when anyone else
     wrote since; without it the run row is locked first. Events whose key already exists are
@@ -75,7 +98,7 @@ def event_append(
         raise ValueError("status is written only by runs.engine.transition")
     if touch:
         fields.setdefault("updated_at", clock.now())
-    return _append(run, list(events), expected_version, fields, list(also))
+    return _append(run, list(events), expected_version, fields, list(also), secrets)
 
 
 def _append(
@@ -84,7 +107,11 @@ def _append(
     expected_version: int | None,
     fields: dict[str, Any],
     also: list[Any],
+    secrets: Secrets | None = None,
 ) -> list[NewEvent]:
+    if secrets is None:
+        secrets = run_secrets(run.pk)
+    events, fields = events_scrubbed(events, secrets), fields_scrubbed(fields, secrets)
     if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
         try:
             return _write_one_statement(run, events, expected_version, fields, also)

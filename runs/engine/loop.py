@@ -12,6 +12,7 @@ from django.conf import settings
 from agentops import clock
 from agentops.agents import registry
 from ledger.services.limits import limits_load
+from ledger.secrets import run_secrets
 from runs.engine import reducer
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
@@ -65,7 +66,8 @@ def session_open(run: Run, worker: str) -> RunSession | None:
         if migrated is not None:
             agent, state = migrated
             return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                              tool_limits=limits_load(), last_snapshot_size=0),
+                                              tool_limits=limits_load(), last_snapshot_size=0,
+                                              secrets=run_secrets(run.pk)),
                                    migrated=True)
         try:
             latest = registry.get(run.agent_name).version
@@ -77,7 +79,8 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                         state=state)
         return None
     return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                      tool_limits=limits_load(), last_snapshot_size=0))
+                                      tool_limits=limits_load(), last_snapshot_size=0,
+                                              secrets=run_secrets(run.pk)))
 
 
 def _block_unopened(run: Run, category: str, detail: str, state: dict | None = None) -> None:

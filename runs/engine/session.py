@@ -16,10 +16,11 @@ from django.conf import settings
 
 from agentops import clock
 from agentops.agents import Agent
+from agentops.redaction import EMPTY, Secrets
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
 from runs.engine import reducer
-from runs.engine.events import NewEvent, event_append
+from runs.engine.events import NewEvent, event_append, events_scrubbed, fields_scrubbed
 from runs.engine.snapshots import snapshot_build
 from runs.engine.steps import step_rows_writers, step_statuses
 from runs.engine.transition import run_transition
@@ -68,6 +69,8 @@ class RunSession:
     calls: dict[str, Any] = field(default_factory=dict)
     # Recent turns' model messages and fact lines (runs.engine.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
+    # The run's secrets (sealed arguments + configured), read once; calls sealed later add theirs.
+    secrets: Secrets = EMPTY
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
@@ -88,7 +91,9 @@ class RunSession:
     ) -> None:
         """Apply ``events`` to the state and commit them (and a status change) as one unit."""
         seq = self.run.last_seq
-        written = list(events)
+        # Scrubbed before the state sees them: snapshots are made from this state.
+        written = events_scrubbed(events, self.secrets)
+        fields = fields_scrubbed(fields or {}, self.secrets)
         before = step_statuses(self.state, written)
         for e in written:
             seq += 1
@@ -107,10 +112,11 @@ class RunSession:
             extra.append(self._snapshot(phase or "periodic"))
         if to is None:
             event_append(run=self.run, events=written, expected_version=self.run.version,
-                         fields=values, also=extra, touch=False)
+                         fields=values, also=extra, touch=False, secrets=self.secrets)
         else:
-            run_transition(self.run, to, reason=reason, detail=detail, events=written,
-                           fields=values, expected_version=self.run.version, also=extra)
+            run_transition(self.run, to, reason=reason, detail=self.secrets.scrub_text(detail),
+                           events=written, fields=values, expected_version=self.run.version,
+                           also=extra, secrets=self.secrets)
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to

@@ -102,7 +102,7 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     started = clock.now()
     with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs]):
         outcomes = run_calls([(parkable(session.agent.tool(c.tool)), ctx, args)
-                              for c, ctx, args in jobs])
+                              for c, ctx, args in jobs], session.secrets)
     settled = [parked_settlement(session, c, ctx)
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 
 from agentops import clock
+from agentops.redaction import Secrets
 from runs.engine.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
@@ -38,6 +39,7 @@ def run_transition(
     fields: dict[str, Any] | None = None,
     expected_version: int | None = None,
     also: Iterable[Any] = (),
+    secrets: Secrets | None = None,
 ) -> list[Any]:
     """Move ``run`` to status ``to`` with its events; raise IllegalTransition if not allowed.
 
@@ -59,7 +61,8 @@ def run_transition(
         )
         values = {**_status_fields(run, to, reason, detail), **(fields or {})}
         values["status"] = to
-        return _append(run, [*events, status_event], expected_version, values, list(also))
+        return _append(run, [*events, status_event], expected_version, values, list(also),
+                       secrets)
 
 
 def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:

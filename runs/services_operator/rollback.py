@@ -23,6 +23,8 @@ from agentops.tools import ToolContext, ToolResult, ToolSpec
 from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.sealed import unseal
+from ledger.secrets import run_secrets
+from ledger.services.execute import call_secrets_of
 from ledger.services.record import toolcall_update
 from ledger.statuses import DONE_OK
 from ledger.statuses import ToolCallStatus as TC
@@ -159,11 +161,12 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
     try:
         raw = spec.compensate(ctx, call.facts or {}, **args)
     except Exception as exc:  # noqa: BLE001 - a failed compensation is reported, never lost
+        message = call_secrets_of(spec, args, run_secrets(run.pk)).scrub_text(str(exc))
         event_append(run=run, events=[NewEvent(EventType.TOOL_COMPENSATION_FAILED, {
-            "id": call.tool_call_id, "tool": call.tool, "message": str(exc)[:500], "by": who},
+            "id": call.tool_call_id, "tool": call.tool, "message": message[:500], "by": who},
             tool_call_id=call.tool_call_id, actor=who)])
         raise ActionNotApplicable(f"the compensation of {call.tool} ({call.tool_call_id}) "
-                                  f"failed: {str(exc)[:300]}; nothing was restored, and what "
+                                  f"failed: {message[:300]}; nothing was restored, and what "
                                   "was undone stays undone. Fix it and roll back again.",
                                   tool_call_id=call.tool_call_id) from None
     facts = raw.facts if isinstance(raw, ToolResult) else raw if isinstance(raw, dict) else {}

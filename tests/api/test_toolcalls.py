@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from agentops.redaction import marker
 from ledger.artifacts import artifact_put
 from ledger.keys import redact
 from ledger.sealed import seal
@@ -47,8 +48,9 @@ def test_expand_keeps_sensitive_values_redacted(support):
     text = response.content.decode()
     assert "sk-live-12345678" not in text
     body = response.json()
-    assert body["result"] == {"echo": "called with [redacted]", "api_token": "[redacted]", "n": 1}
-    assert body["args"]["api_token"].startswith("[redacted sha256:")
+    mark = marker("sk-live-12345678")
+    assert body["result"] == {"echo": f"called with {mark}", "api_token": mark, "n": 1}
+    assert body["args"]["api_token"] == mark
 
 
 def test_expand_of_a_text_log_scrubs_secrets(admin):
@@ -56,7 +58,29 @@ def test_expand_of_a_text_log_scrubs_secrets(admin):
     call = make_tool_call(make_run(), sealed_args=seal({"token": "sk-live-12345678"}),
                           artifact_sha256=sha)
     body = admin.get(f"/api/tool-calls/{call.tool_call_id}?expand=true").json()
-    assert body["result"] == "POST /charge token=[redacted] -> 200"
+    assert body["result"] == f"POST /charge token={marker('sk-live-12345678')} -> 200"
+
+
+def test_expand_scrubs_facts_summary_and_error_too(support):
+    """The same answer carries facts and summary: those were raw next to a scrubbed result."""
+    secret = "sk-live-87654321"
+    call = make_tool_call(make_run(), sealed_args=seal({"api_token": secret}),
+                          facts={"echo": f"token {secret}"}, summary=f"used {secret}",
+                          error=f"refused {secret}")
+    for url in (f"/api/tool-calls/{call.tool_call_id}?expand=true",
+                f"/api/tool-calls/{call.tool_call_id}"):
+        response = support.get(url)
+        assert response.status_code == 200
+        assert secret not in response.content.decode()
+        assert response.json()["summary"] == f"used {marker(secret)}"
+
+
+def test_a_secret_of_another_call_of_the_run_is_scrubbed_as_well(support):
+    run = make_run()
+    make_tool_call(run, sealed_args=seal({"pin": "246810"}))
+    echo = make_tool_call(run, facts={"said": "the pin is 246810"})
+    text = support.get(f"/api/tool-calls/{echo.tool_call_id}?expand=true").content.decode()
+    assert "246810" not in text and marker("246810") in text
 
 
 def test_expand_without_an_artifact_returns_the_inline_facts(operator):
