@@ -110,9 +110,7 @@ def admin(request: HttpRequest) -> Any:
     return require(request, roles.can_admin, "change budgets and limits")
 
 
-def can_see_results(user: Any) -> bool:
-    """Return True when the user may read full tool results (not only summaries)."""
-    return roles.has_role(user, roles.OPERATOR, roles.SUPPORT)
+can_see_results = roles.can_see_results
 
 
 API_AUTH = [ApiKeyAuth(), SessionAuth(csrf=True)]

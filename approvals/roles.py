@@ -44,6 +44,11 @@ def can_decide_approvals(user: Any) -> bool:
     return has_role(user, SUPPORT)
 
 
+def can_see_results(user: Any) -> bool:
+    """Return True when the user may read full tool results and logs (not only summaries)."""
+    return has_role(user, OPERATOR, SUPPORT)
+
+
 def can_admin(user: Any) -> bool:
     """Return True when the user may set budgets, limits and users."""
     return has_role(user, ADMIN)

@@ -11,7 +11,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from approvals.roles import can_admin, can_decide_approvals, can_operate, can_view, user_roles
+from approvals.roles import (
+    can_admin,
+    can_decide_approvals,
+    can_operate,
+    can_see_results,
+    can_view,
+    user_roles,
+)
 
 View = Callable[..., HttpResponse]
 
@@ -40,6 +47,7 @@ def perms(user: Any) -> dict[str, Any]:
         "operate": can_operate(user),
         "decide": can_decide_approvals(user),
         "admin": can_admin(user),
+        "results": can_see_results(user),
         "roles": sorted(user_roles(user)),
     }
 

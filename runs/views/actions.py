@@ -16,8 +16,9 @@ from approvals.actions import RUN_ACTIONS
 from approvals.actions.base import Action
 from approvals.actions.params import params_fields, params_from_form
 from approvals.forms import ReasonForm
-from approvals.roles import can_operate
+from approvals.roles import can_operate, can_see_results
 from ledger.artifacts import artifact_read
+from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.views import _dispatch
 from runs.views._common import page, role_required
@@ -126,12 +127,12 @@ def run_fork(request: HttpRequest, run_id: Any) -> HttpResponse:
 
 
 @require_GET
-@role_required()
+@role_required(can_see_results)  # the API's rule: full results are for operators and support
 def run_artifact(request: HttpRequest, run_id: Any, sha256: str) -> HttpResponse:
-    """Serve a tool call's output or log as plain text, never as HTML."""
+    """Serve a tool call's output or log as plain text (scrubbed), never as HTML."""
     if not sel.artifact_belongs_to_run(run_id=run_id, sha256=sha256):
         raise Http404("no such artifact on this run")
-    body = artifact_read(sha256)
+    body = run_secrets(run_id).scrub_bytes(artifact_read(sha256))
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"

@@ -248,12 +248,26 @@ def test_artifacts_are_served_as_plain_text_only_for_their_run(users):
     other = make_attention_run()
     sha = artifact_put(XSS.encode())
     make_tool_call(run, artifact_sha256=sha, status="succeeded")
-    client = client_for(users["viewer"])
+    client = client_for(users["operator"])
     response = client.get(reverse("console:run_artifact", args=[run.pk, sha]))
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     assert response["X-Content-Type-Options"] == "nosniff"
     assert client.get(reverse("console:run_artifact", args=[other.pk, sha])).status_code == 404
+
+
+def test_viewers_may_not_read_raw_tool_output_the_api_keeps_from_them(users):
+    """The API refuses ?expand=true to viewers; the console page and its links follow suit."""
+    run = make_attention_run()
+    sha = artifact_put(b"raw tool log: token=sk-live-viewer-must-not-see")
+    make_tool_call(run, artifact_sha256=sha, status="succeeded")
+    viewer = client_for(users["viewer"])
+    assert viewer.get(reverse("console:run_artifact", args=[run.pk, sha])).status_code == 403
+    url = reverse("console:run_artifact", args=[run.pk, sha])
+    assert url not in viewer.get(reverse("console:run", args=[run.pk])).content.decode()
+    operator = client_for(users["operator"])
+    assert url in operator.get(reverse("console:run", args=[run.pk])).content.decode()
+    assert operator.get(url).status_code == 200
 
 
 def test_unknown_run_is_404(users):
