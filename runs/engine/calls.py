@@ -1,6 +1,7 @@
 """From a model reply to ledger rows: ids, idempotency keys, dedup, approvals, redaction."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -101,12 +102,16 @@ def _dedup_result(p: PlannedCall, prior: ToolCall) -> NewEvent:
 
 def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     spec, args = p.spec, p.args or {}
-    sensitive = {k: v for k, v in args.items() if k in spec.sensitive}
+    # A declared-sensitive argument, or any argument carrying a secret the run already knows
+    # (the model passing a PIN on to another tool), is sealed and stored redacted.
+    names = tuple(k for k, v in args.items() if k in spec.sensitive
+                  or (session.secrets and session.secrets.found_in(json.dumps(v, ensure_ascii=False))))
+    sensitive = {k: args[k] for k in names}
     # Known from now on: this unit's events (the reply, results) are scrubbed of it too.
     session.secrets = session.secrets | Secrets.of(sensitive.values())
     return ToolCall(
         tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,
-        step_key=step, turn=turn, index=p.index, tool=p.name, args=redact(args, spec.sensitive),
+        step_key=step, turn=turn, index=p.index, tool=p.name, args=redact(args, names),
         args_hash=args_hash(args), idempotency_key=p.key, effect=spec.effect,
         idempotent=spec.idempotent, probeable=spec.probe is not None,
         reversibility=spec.reversibility, sealed_args=seal(sensitive),

@@ -1,4 +1,4 @@
-"""manage.py agentops: worker, sweep, run, doctor, demo, export, import."""
+"""manage.py agentops: worker, sweep, run, doctor, demo, export, import, rotate-keys."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ class Command(BaseCommand):
     """Start a worker host, sweep once, start and follow a run, or check the configuration."""
 
     help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | doctor"
-            " | demo [--port N] | export RUN [--seq N] DIR | import DIR")
+            " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="sub", required=True)
@@ -35,9 +35,11 @@ class Command(BaseCommand):
         e.add_argument("directory")
         i = sub.add_parser("import", help="start a new run from checkpoint files")
         i.add_argument("directory")
+        sub.add_parser("rotate-keys", help="re-seal sensitive tool arguments with the newest "
+                                           "AGENTOPS_SEAL_KEYS key")
 
     def handle(self, *args, sub: str, **opts) -> None:
-        getattr(self, f"_{sub}")(**opts)
+        getattr(self, f"_{sub.replace('-', '_')}")(**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
         from runs.cli.worker import worker_serve
@@ -109,3 +111,12 @@ class Command(BaseCommand):
         except AgentOpsError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(f"imported as run {new.pk} (queued)")
+
+    def _rotate_keys(self, **_) -> None:
+        from ledger.services.rotation import sealed_rotate
+
+        report = sealed_rotate()
+        self.stdout.write(report.line())
+        if report.unreadable:
+            raise CommandError(f"{len(report.unreadable)} sealed value(s) could not be opened; "
+                               "put the key that sealed them back in AGENTOPS_SEAL_KEYS")
