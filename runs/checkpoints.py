@@ -3,8 +3,9 @@
 A checkpoint directory holds the four parts of the seed design, as JSON:
 
 - ``meta.json``: schema_version, the run (id, agent, version, goal, seq, status, budgets), the
-  sha256 of each other file and a checksum of meta.json itself (over its canonical JSON
-  without the ``checksum`` key);
+  sha256 of each other file and a signature of meta.json itself (HMAC-SHA256 with a
+  checkpoint key over its canonical JSON without the ``signature`` key; see
+  ``runs.checkpoint_trust``);
 - ``context.json``: the messages the model would see next (``context_build``);
 - ``state.json``: the run's state after event ``seq``;
 - ``env.json``: the agent, its tools with their effect classes, the engine settings that shape
@@ -14,9 +15,12 @@ Export is atomic: the files are written and fsynced in a hidden temporary direct
 the target, meta.json last, and the directory is renamed into place; a failure removes it.
 A directory without a valid meta.json (an export that died) is refused by import.
 
-Import validates everything before it writes: checksums, schema versions, that the agent
-version is registered here with the same tools and effect classes, and that context.json is
-what this installation builds from state.json. It then creates a queued run whose log is a
+Everything exported is scrubbed of the run's secrets first.
+
+Import validates everything before it writes: the directory and each file (no symbolic
+links, regular files under the size cap), the signature, checksums, schema versions, that
+the agent version is registered here with the same tools and effect classes, and that
+context.json is what this installation builds from state.json. It then creates a queued run whose log is a
 ``run.created`` and a ``run.imported`` event carrying the state (so replay needs no file),
 closes calls that were open (their ledger rows stay with the source installation) and writes
 a snapshot. Its first tick runs the post-restore self-check.
@@ -38,13 +42,15 @@ from django.db import transaction
 
 from agentops import clock
 from agentops.agents import Agent, registry
-from agentops.errors import InvalidInput
+from ledger.secrets import run_secrets
+from runs import checkpoint_trust as trust
+from runs.checkpoint_trust import CheckpointRejected
 from runs.engine.context import context_build
 from runs.engine.events import NewEvent, event_append
 from runs.engine.jsonstate import canonical_json, check_json
 from runs.engine.session import state_projection
 from runs.engine.snapshots import load_state, migrate_state, snapshot_build
-from runs.errors import RunError, UnknownAgent, UnknownSchemaVersion
+from runs.errors import UnknownAgent, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run, Step
 from runs.models.snapshot import CURRENT_STATE_SCHEMA
@@ -59,12 +65,6 @@ BUDGET_FIELDS = ("budget_tokens", "budget_model_calls", "budget_tool_calls",
                  "budget_cost_micros", "recovery_limit")
 
 
-class CheckpointRejected(InvalidInput, RunError):
-    """A checkpoint directory cannot be written or read; the message says why."""
-
-    code = "checkpoint_rejected"
-
-
 def checkpoint_export(*, run: Run, directory: str | os.PathLike, seq: int | None = None) -> Path:
     """Write ``run``'s checkpoint after event ``seq`` (default: the latest) to ``directory``."""
     target = Path(directory)
@@ -74,7 +74,7 @@ def checkpoint_export(*, run: Run, directory: str | os.PathLike, seq: int | None
     if not 1 <= seq <= run.last_seq:
         raise CheckpointRejected(f"seq must be between 1 and {run.last_seq}", seq=seq)
     agent = _agent(run.agent_name, run.agent_version)
-    state = load_state(run.pk, upto_seq=seq)
+    state = run_secrets(run.pk).scrub(load_state(run.pk, upto_seq=seq), engine=True)
     files = {"context.json": _dump(context_build(state, agent)), "state.json": _dump(state),
              "env.json": _dump(_env(agent))}
     meta = _meta(run, state, files)
@@ -85,53 +85,58 @@ def checkpoint_export(*, run: Run, directory: str | os.PathLike, seq: int | None
 def checkpoint_import(*, directory: str | os.PathLike, actor: Any = None) -> Run:
     """Validate the checkpoint in ``directory`` and start a new queued run from it."""
     meta, parts = checkpoint_read(Path(directory))
-    state, agent = parts["state.json"], _agent(meta["agent"], meta["agent_version"])
-    _check_env(agent, parts["env.json"])
-    if canonical_json(parts["context.json"]) != canonical_json(context_build(state, agent)):
+    try:
+        state, agent = parts["state.json"], _agent(meta["agent"], meta["agent_version"])
+        _check_env(agent, parts["env.json"])
+        context = context_build(state, agent)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        # Signed, so exported by a holder of the key, yet not shaped as this code writes it.
+        raise CheckpointRejected(f"the checkpoint's files are malformed "
+                                 f"({type(exc).__name__}: {str(exc)[:120]})") from None
+    if canonical_json(parts["context.json"]) != canonical_json(context):
         raise CheckpointRejected("context.json is not the context this installation builds "
                                  "from state.json: the files or the agent definition differ")
     return _create_run(meta, state, actor)
 
 
 def checkpoint_read(directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return (meta, {file: parsed JSON}) after checking the checksums and schema versions."""
+    """Return (meta, {file: parsed JSON}) once the directory, signature and files check out."""
     meta = _read_meta(directory)
     parts = {}
     for name in FILES:
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointRejected(f"{name} is missing from {directory}")
-        data = path.read_bytes()
+        data = trust.file_read(directory, name)
         if hashlib.sha256(data).hexdigest() != meta["files"].get(name):
             raise CheckpointRejected(f"{name} does not match its checksum in meta.json: "
                                      "the file was changed or cut short")
-        parts[name] = json.loads(data)
+        parts[name] = trust.json_parse(name, data)
+    state = parts["state.json"]
+    if not isinstance(state, dict) or not isinstance(state.get("run"), dict):
+        raise CheckpointRejected("state.json is not a run state")
     try:
-        parts["state.json"] = migrate_state(parts["state.json"], meta["state_schema"])
+        parts["state.json"] = state = migrate_state(state, meta["state_schema"])
     except UnknownSchemaVersion as exc:
         raise CheckpointRejected(f"state.json: {exc.message}") from None
-    state = parts["state.json"]
-    if state["run"].get("goal") != meta["goal"] or state["seq"] != meta["seq"]:
+    if state["run"].get("goal") != meta["goal"] or state.get("seq") != meta["seq"]:
         raise CheckpointRejected("state.json and meta.json disagree on the goal or the seq")
     return meta, parts
 
 
 def _read_meta(directory: Path) -> dict[str, Any]:
-    path = directory / "meta.json"
-    if not path.is_file():
-        raise CheckpointRejected(f"{directory} has no meta.json: it is not a checkpoint, or "
-                                 "its export did not finish")
+    trust.directory_check(directory)
     try:
-        meta = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise CheckpointRejected("meta.json is not valid JSON") from None
+        data = trust.file_read(directory, "meta.json")
+    except CheckpointRejected as exc:
+        if "missing" not in exc.message:
+            raise
+        raise CheckpointRejected(f"{directory} has no meta.json: it is not a checkpoint, or "
+                                 "its export did not finish") from None
+    meta = trust.json_parse("meta.json", data)
     if not isinstance(meta, dict) or meta.get("schema_version") != SCHEMA_VERSION:
         found = meta.get("schema_version") if isinstance(meta, dict) else None
-        raise CheckpointRejected(f"checkpoint schema_version {found!r} is not supported "
-                                 f"(this code reads {SCHEMA_VERSION})")
-    body = {k: v for k, v in meta.items() if k != "checksum"}
-    if hashlib.sha256(canonical_json(body).encode()).hexdigest() != meta.get("checksum"):
-        raise CheckpointRejected("meta.json does not match its own checksum: it was changed")
+        raise CheckpointRejected(f"checkpoint schema_version {repr(found)[:20]} is not "
+                                 f"supported (this code reads {SCHEMA_VERSION})")
+    trust.meta_verify(meta)
+    trust.meta_shape_check(meta)
     return meta
 
 
@@ -182,8 +187,7 @@ def _meta(run: Run, state: dict[str, Any], files: dict[str, bytes]) -> dict[str,
         "budget": {f: getattr(run, f) for f in BUDGET_FIELDS},
         "files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
     }
-    meta["checksum"] = hashlib.sha256(canonical_json(meta).encode()).hexdigest()
-    return meta
+    return trust.meta_sign(meta)
 
 
 def _dump(value: Any) -> bytes:
@@ -252,7 +256,8 @@ def _import_events(meta: dict[str, Any], state: dict[str, Any], who: str) -> lis
                                  "constraints": info.get("constraints", []), "plan": [],
                                  "parent": None}, actor=who),
         NewEvent(EventType.RUN_IMPORTED, {"from_run": meta["run_id"], "from_seq": meta["seq"],
-                                  "exported_at": meta["exported_at"], "checksum": meta["checksum"],
+                                           "exported_at": meta["exported_at"],
+                                           "signature": meta["signature"],
                                   "state": state}, actor=who),
     ]
     for call_id, call in state["open_calls"].items():

@@ -134,20 +134,20 @@ def test_a_tampered_state_file_is_refused(exported):
 def test_a_tampered_meta_file_is_refused(exported):
     sha = hashlib.sha256((exported / "state.json").read_bytes()).hexdigest()
     _rewrite(exported / "meta.json", lambda m: m["files"].update({"state.json": sha[::-1]}))
-    with pytest.raises(CheckpointRejected, match="meta.json does not match its own checksum"):
+    with pytest.raises(CheckpointRejected, match="signature does not verify"):
         checkpoint_import(directory=exported)
 
 
-def test_consistent_tampering_is_caught_by_the_context_check(exported):
+def test_consistent_tampering_signed_with_the_key_is_caught_by_the_context_check(exported):
+    """A holder of the checkpoint key who edits state.json still cannot skip the context check."""
     _rewrite(exported / "state.json", lambda s: s["facts"].clear())
     sha = hashlib.sha256((exported / "state.json").read_bytes()).hexdigest()
 
-    def reseal(meta):
+    def resign(meta):
         meta["files"]["state.json"] = sha
-        body = {k: v for k, v in meta.items() if k != "checksum"}
-        meta["checksum"] = hashlib.sha256(checkpoints.canonical_json(body).encode()).hexdigest()
+        meta.update(checkpoints.trust.meta_sign(meta))
 
-    _rewrite(exported / "meta.json", reseal)
+    _rewrite(exported / "meta.json", resign)
     with pytest.raises(CheckpointRejected, match="context.json is not the context"):
         checkpoint_import(directory=exported)
 

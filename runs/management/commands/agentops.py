@@ -109,7 +109,8 @@ class Command(BaseCommand):
         try:
             new = checkpoint_import(directory=directory, actor="cli")
         except AgentOpsError as exc:
-            raise CommandError(exc.message) from None
+            # One line, whatever the input was: the message may quote file content.
+            raise CommandError(" ".join(exc.message.split())) from None
         self.stdout.write(f"imported as run {new.pk} (queued)")
 
     def _rotate_keys(self, **_) -> None:
