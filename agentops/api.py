@@ -17,7 +17,7 @@ from django.urls import URLPattern, re_path
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from agentops.api_auth import API_AUTH, UserRateThrottle
+from agentops.api_auth import API_AUTH, UserRateThrottle, docs_guard
 from agentops.errors import AgentOpsError
 
 logger = logging.getLogger("agentops.api")
@@ -177,6 +177,7 @@ def _build() -> AgentOpsAPI:
         urls_namespace="api",
         auth=API_AUTH,
         throttle=[UserRateThrottle()],
+        docs_decorator=docs_guard,
     )
     new.add_exception_handler(AgentOpsError, _agentops_error)
     new.add_exception_handler(ValidationError, _validation_error)

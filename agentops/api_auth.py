@@ -5,12 +5,15 @@ own calls, CSRF-checked on unsafe methods). Role checks use the same predicates 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
@@ -114,3 +117,32 @@ can_see_results = roles.can_see_results
 
 
 API_AUTH = [ApiKeyAuth(), SessionAuth(csrf=True)]
+
+
+def docs_guard(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Serve /api/docs and /api/openapi.json to signed-in users and API-key holders only.
+
+    ``AGENTOPS_API_DOCS_PUBLIC=1`` serves them to anyone. Others are sent to the login page
+    (the docs page) or answered 401 (the JSON document).
+    """
+
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(settings, "AGENTOPS_API_DOCS_PUBLIC", False) or _known_caller(request):
+            return view(request, *args, **kwargs)
+        if request.path.endswith(".json"):
+            body = {"error": {"code": "unauthenticated", "details": {},
+                              "message": "log in to the console or send an API key to read "
+                                         "the API description"}}
+            return JsonResponse(body, status=401, headers={"WWW-Authenticate": "Bearer"})
+        return redirect_to_login(request.get_full_path(), reverse("console:login"))
+
+    return guarded
+
+
+def _known_caller(request: HttpRequest) -> bool:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and apikey_verify(raw=token.strip()) is not None

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from agentops.strict import StrictIn
+
 from approvals.statuses import ApprovalStatus
 
 
@@ -57,7 +59,7 @@ class ApprovalFiltersIn(Schema):
     tool: str = Field("", max_length=100)
 
 
-class DecisionIn(Schema):
+class DecisionIn(StrictIn):
     """Approve, reject, or approve with edited arguments."""
 
     decision: Literal["approve", "reject", "edit"]
@@ -65,7 +67,7 @@ class DecisionIn(Schema):
     args: dict[str, Any] | None = Field(None, description="the edited arguments (edit only)")
 
 
-class ApiKeyIn(Schema):
+class ApiKeyIn(StrictIn):
     """A name for the new key, so people know what uses it."""
 
     name: str = Field(min_length=1, max_length=100)

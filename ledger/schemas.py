@@ -7,6 +7,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from agentops.strict import StrictIn
+
 
 class ToolCallOut(Schema):
     """One tool call as the ledger holds it; sensitive arguments are stored redacted."""
@@ -60,7 +62,7 @@ class ToolLimitOut(Schema):
     updated_at: dt.datetime
 
 
-class ToolLimitIn(Schema):
+class ToolLimitIn(StrictIn):
     """New limits of a tool (fields left out keep their value; null = no limit)."""
 
     concurrency: int | None = Field(None, gt=0, le=10_000)

@@ -66,12 +66,16 @@ def list_runs(request: HttpRequest, filters: Query[RunFiltersIn], cursor: str = 
 @router.post("", response={201: RunOut}, summary="Start a run")
 def create_run(request: HttpRequest, body: RunCreateIn,
                idempotency_key: str | None = Header(None, alias="Idempotency-Key",
-                                                    min_length=1, max_length=200)):
-    """Start a run; the same Idempotency-Key returns the same run, another body is 409."""
+                                                    min_length=1, max_length=160)):
+    """Start a run; your same Idempotency-Key returns the same run, another body is 409.
+
+    Keys are per user: another user's key never finds (or blocks) your run.
+    """
     user = api_auth.operator(request)
     budget = body.budget.model_dump(exclude_none=True) if body.budget else None
+    scoped = f"api:u{user.pk}:{idempotency_key}" if idempotency_key else None
     run = services.run_start(agent=body.agent, goal=body.goal, input=body.input, budget=budget,
-                             idempotency_key=idempotency_key, actor=user,
+                             idempotency_key=scoped, actor=user,
                              constraints=body.constraints)
     return Status(201, run)
 

@@ -6,7 +6,9 @@ import uuid
 from typing import Annotated, Any, Literal, Union
 
 from ninja import Field, Schema
-from pydantic import create_model
+from pydantic import Strict, create_model
+
+from agentops.strict import StrictIn
 
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.statuses import BlockReason, RunStatus
@@ -14,7 +16,7 @@ from runs.statuses import BlockReason, RunStatus
 Text200 = Field(min_length=1, max_length=200)
 
 
-class BudgetIn(Schema):
+class BudgetIn(StrictIn):
     """Per-run limits that override the agent's and the admins' defaults (None = keep)."""
 
     tokens: int | None = Field(None, gt=0, le=10**12)
@@ -23,7 +25,7 @@ class BudgetIn(Schema):
     cost_micros: int | None = Field(None, gt=0, le=10**15)
 
 
-class RunCreateIn(Schema):
+class RunCreateIn(StrictIn):
     """Start a run of a registered agent."""
 
     agent: str = Field(min_length=1, max_length=100)
@@ -160,19 +162,19 @@ class SnapshotStateOut(SnapshotOut):
     state: dict[str, Any]
 
 
-class CancelIn(Schema):
+class CancelIn(StrictIn):
     """Why the run is cancelled (required: kept in the audit log)."""
 
     reason: str = Field(min_length=1, max_length=2000)
 
 
-class ForkIn(Schema):
+class ForkIn(StrictIn):
     """Fork a new run from this run's state after event ``seq``."""
 
     seq: int = Field(ge=1, le=2**62)
 
 
-class SignalIn(Schema):
+class SignalIn(StrictIn):
     """Send a named signal; a second delivery with the same ``key`` is a no-op."""
 
     name: str = Field(min_length=1, max_length=100)
@@ -195,7 +197,7 @@ RunVerb = Literal[tuple(RUN_ACTIONS)]  # type: ignore[valid-type]
 BulkVerb = Literal[tuple(BULK_ACTIONS)]  # type: ignore[valid-type]
 
 
-class _ActionInBase(Schema):
+class _ActionInBase(StrictIn):
     reason: str = Field(min_length=1, max_length=2000)
 
 
@@ -214,7 +216,7 @@ ActionIn = Annotated[Union[tuple(_action_in(a) for a in RUN_ACTIONS.values())], 
                      Field(discriminator="action")]
 
 
-class BulkActionIn(Schema):
+class BulkActionIn(StrictIn):
     """One action on many runs: by ids or by a filter (exactly one), with a required reason.
 
     ``preview`` only counts the runs it would touch, so a caller can show the count first.
@@ -222,7 +224,7 @@ class BulkActionIn(Schema):
 
     action: BulkVerb
     reason: str = Field(min_length=1, max_length=2000)
-    run_ids: list[uuid.UUID] | None = Field(None, max_length=1000)
+    run_ids: list[Annotated[uuid.UUID, Strict(False)]] | None = Field(None, max_length=1000)
     filter: RunFiltersIn | None = None
     preview: bool = False
 
@@ -265,7 +267,7 @@ class BudgetPolicyOut(Schema):
     updated_at: dt.datetime
 
 
-class BudgetPolicyIn(Schema):
+class BudgetPolicyIn(StrictIn):
     """New values of a budget policy (fields left out keep their value)."""
 
     max_tokens: int | None = Field(None, gt=0, le=10**12)

@@ -20,9 +20,13 @@ from agentops.errors import InvalidInput
 
 
 class ActionParams(Schema):
-    """Base of action parameters: unknown names are refused, not ignored."""
+    """Base of action parameters: unknown names are refused, not ignored.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict (``true`` is not 1) as API bodies are; the console's form, whose values are all
+    text, is parsed leniently by ``params_from_form``.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class NoParams(ActionParams):
@@ -40,12 +44,13 @@ class ParamField:
     initial: str = ""
 
 
-def params_validate(verb: str, schema: type[ActionParams], raw: Any) -> dict[str, Any]:
+def params_validate(verb: str, schema: type[ActionParams], raw: Any,
+                    lax: bool = False) -> dict[str, Any]:
     """Return the validated parameters (unset ones left out), or raise InvalidInput (422)."""
     if not isinstance(raw, dict):
         raise InvalidInput(f"params of {verb} must be a JSON object", field="params")
     try:
-        parsed = schema.model_validate(raw)
+        parsed = schema.model_validate(raw, strict=False if lax else None)
     except PydanticValidationError as exc:
         errors = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"]} for e in exc.errors()]
         detail = "; ".join(f"{'.'.join(e['loc']) or 'params'}: {e['msg']}" for e in errors)
@@ -84,4 +89,4 @@ def params_from_form(verb: str, schema: type[ActionParams], data: Any) -> dict[s
                                    field=f.name) from None
         else:
             raw[f.name] = text
-    return params_validate(verb, schema, raw)
+    return params_validate(verb, schema, raw, lax=True)  # form values are text

@@ -126,3 +126,23 @@ def test_the_rate_limit_is_per_user(client_for, settings):
 
 def test_bearer_client_class_sends_key(viewer):
     assert isinstance(viewer, ApiClient) and viewer.key.startswith("ao_")
+
+
+def test_the_api_docs_are_behind_login(anonymous, viewer, settings):
+    """/api/docs and /api/openapi.json were public; now they need a session or an API key."""
+    response = anonymous.get("/api/openapi.json")
+    assert response.status_code == 401 and "paths" not in response.content.decode()
+    docs = anonymous.get("/api/docs")
+    assert docs.status_code == 302 and docs.url.startswith("/login")
+    assert viewer.get("/api/openapi.json").json()["paths"]
+    assert viewer.get("/api/docs").status_code == 200
+    settings.AGENTOPS_API_DOCS_PUBLIC = True
+    assert anonymous.get("/api/openapi.json").status_code == 200
+
+
+def test_the_api_docs_for_a_console_session(make_user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(make_user("docs-reader", "viewers"))
+    assert client.get("/api/openapi.json").status_code == 200

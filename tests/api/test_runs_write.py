@@ -31,6 +31,20 @@ def test_the_same_idempotency_key_returns_the_same_run(operator, agent):
     assert Run.objects.count() == 1
 
 
+def test_idempotency_keys_are_per_user(operator, client_for, agent):
+    """Another user's same key neither returns nor blocks the first user's run."""
+    other = client_for("operators", name="other-operator")
+    mine = operator.post_json("/api/runs", BODY, headers={"Idempotency-Key": "order-19"})
+    theirs = other.post_json("/api/runs", {**BODY, "goal": "something else"},
+                             headers={"Idempotency-Key": "order-19"})
+    assert mine.status_code == theirs.status_code == 201
+    assert mine.json()["id"] != theirs.json()["id"]
+    again = other.post_json("/api/runs", {**BODY, "goal": "something else"},
+                            headers={"Idempotency-Key": "order-19"})
+    assert again.json()["id"] == theirs.json()["id"]
+    assert Run.objects.get(pk=theirs.json()["id"]).created_by == other.user
+
+
 def test_a_different_body_with_the_same_key_is_409(operator, agent):
     operator.post_json("/api/runs", BODY, headers={"Idempotency-Key": "order-18"})
     other = {**BODY, "goal": "book two rooms"}

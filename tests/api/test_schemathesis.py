@@ -14,6 +14,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.test import override_settings
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -36,7 +37,9 @@ FUZZ = settings(max_examples=int(os.environ.get("AGENTOPS_FUZZ_EXAMPLES", "10"))
                 suppress_health_check=list(HealthCheck))
 # Loaded at import through the WSGI app (serving the document touches no database).
 # schemathesis.pytest.from_fixture would be lazier, but it breaks on pytest 9 (node._nodeid).
-schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)
+# The document is served to signed-in callers only; the setting opens it for this load.
+with override_settings(AGENTOPS_API_DOCS_PUBLIC=True):
+    schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)
 _toggle = itertools.cycle([True, False])
 
 
