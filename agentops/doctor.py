@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
@@ -16,6 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from agentops import clock
+from agentops.proxies import trusted_proxies
 
 DEV_SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
 
@@ -108,6 +110,36 @@ def check_secret_key() -> Check:
             "secret_key", False, "SECRET_KEY is too short: use at least 50 random characters."
         )
     return Check("secret_key", True, "SECRET_KEY is set from the environment.")
+
+
+def check_key_ring() -> Check:
+    """Check the dedicated keys (seal, redaction, checkpoint) and the trusted-proxy setting."""
+    problems = []
+    try:
+        trusted_proxies()
+    except ValueError as exc:
+        problems.append(str(exc))
+    seal_keys = list(getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ())
+    for key in seal_keys:
+        try:
+            Fernet(key)
+        except ValueError:
+            problems.append("an AGENTOPS_SEAL_KEYS entry is not a Fernet key (make one with "
+                            "python -c 'from cryptography.fernet import Fernet; "
+                            "print(Fernet.generate_key().decode())')")
+    if not settings.DEBUG:
+        if not seal_keys:
+            problems.append("AGENTOPS_SEAL_KEYS is unset: sealed tool arguments depend on "
+                            "SECRET_KEY, and rotating it would make them unreadable")
+        if len(getattr(settings, "AGENTOPS_REDACTION_KEY", "") or "") < 32:
+            problems.append("AGENTOPS_REDACTION_KEY is unset or under 32 characters")
+        if not getattr(settings, "AGENTOPS_CHECKPOINT_KEYS", None):
+            problems.append("AGENTOPS_CHECKPOINT_KEYS is unset: checkpoint exports are signed "
+                            "with a key derived from SECRET_KEY")
+    if problems:
+        return Check("key_ring", False, "; ".join(problems) + ".")
+    return Check("key_ring", True, "Seal, redaction and checkpoint keys are configured."
+                 if not settings.DEBUG else "DEBUG is on, so derived keys are allowed.")
 
 
 def check_allowed_hosts() -> Check:
@@ -231,6 +263,7 @@ def readiness_checks() -> list[Check]:
 _ALL: tuple[Callable[[], Check], ...] = (
     check_debug,
     check_secret_key,
+    check_key_ring,
     check_allowed_hosts,
     check_https,
     check_database,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from cryptography.fernet import Fernet
 
 from agentops import clock
 from agentops.doctor import DEV_SECRET_KEY, doctor_checks
@@ -26,6 +27,10 @@ def production(settings):
     settings.SECURE_HSTS_SECONDS = 31_536_000
     settings.REDIS_URL = ""
     settings.AGENTOPS_AGENTS = ["agentops.demo.agents"]
+    settings.AGENTOPS_SEAL_KEYS = [Fernet.generate_key().decode()]
+    settings.AGENTOPS_REDACTION_KEY = "r" * 40
+    settings.AGENTOPS_CHECKPOINT_KEYS = ["c" * 40]
+    settings.AGENTOPS_TRUSTED_PROXIES = "10.0.0.0/8"
     WorkerHeartbeat.objects.create(name="w1", seen_at=clock.now())
     return settings
 
@@ -33,7 +38,7 @@ def production(settings):
 def test_a_well_configured_host_passes_every_check(production):
     checks = doctor_checks()
     assert [c.name for c in checks if not c.ok] == [], [c.message for c in checks if not c.ok]
-    assert {"database", "migrations", "secret_key", "allowed_hosts", "redis", "artifact_storage",
+    assert {"database", "migrations", "secret_key", "key_ring", "allowed_hosts", "redis", "artifact_storage",
             "agents", "worker_heartbeat", "https", "metrics_access"} <= {c.name for c in checks}
 
 
@@ -115,3 +120,16 @@ def test_a_malformed_metrics_allow_entry_is_reported(production):
     production.AGENTOPS_METRICS_ALLOW = ["10.0.0.0/8", "not-an-ip"]
     check = _by_name()["metrics_access"]
     assert not check.ok and "not-an-ip" in check.message
+
+
+def test_missing_or_malformed_dedicated_keys_are_named(production):
+    production.AGENTOPS_SEAL_KEYS = []
+    production.AGENTOPS_REDACTION_KEY = ""
+    production.AGENTOPS_CHECKPOINT_KEYS = []
+    production.AGENTOPS_TRUSTED_PROXIES = "10.0.0.0/8,nope"
+    message = _by_name()["key_ring"].message
+    for name in ("AGENTOPS_SEAL_KEYS", "AGENTOPS_REDACTION_KEY", "AGENTOPS_CHECKPOINT_KEYS",
+                 "'nope'"):
+        assert name in message
+    production.AGENTOPS_SEAL_KEYS = ["not-a-fernet-key"]
+    assert "not a Fernet key" in _by_name()["key_ring"].message
