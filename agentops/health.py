@@ -11,8 +11,8 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentops.doctor import readiness_checks
-from agentops.proxies import client_ip
 from agentops.observability.metrics import metrics_exposition
+from agentops.proxies import client_ip
 
 DEFAULT_METRICS_ALLOW = ("127.0.0.1", "::1")
 

@@ -8,7 +8,6 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from agentops.strict import StrictIn
-
 from approvals.statuses import ApprovalStatus
 
 

@@ -86,7 +86,8 @@ def checkpoint_import(*, directory: str | os.PathLike, actor: Any = None) -> Run
     """Validate the checkpoint in ``directory`` and start a new queued run from it."""
     meta, parts = checkpoint_read(Path(directory))
     try:
-        state, agent = parts["state.json"], _agent(meta["agent"], meta["agent_version"])
+        state = parts["state.json"]
+        agent = _agent(meta["agent"], meta["agent_version"])
         _check_env(agent, parts["env.json"])
         context = context_build(state, agent)
     except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from tests.test_security import _login, _with_axes
+from tests.test_security import _with_axes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.health_urls")]
 PROXY = "10.0.0.5"

@@ -11,8 +11,8 @@ from django.conf import settings
 
 from agentops import clock
 from agentops.agents import registry
-from ledger.services.limits import limits_load
 from ledger.secrets import run_secrets
+from ledger.services.limits import limits_load
 from runs.engine import reducer
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent

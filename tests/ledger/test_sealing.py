@@ -9,18 +9,24 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agentops.redaction import marker
-from approvals.services import approval_decide
 from approvals.models import Approval
+from approvals.services import approval_decide
 from ledger.models import ToolCall
 from ledger.sealed import seal, unseal
 from runs.engine.jsonstate import canonical_json
 from runs.services import run_start
 from tests import secret_agents
-from tests.approvals.conftest import users  # noqa: F401 - the role users fixture
 from tests.conftest import drive
+from tests.console_factories import make_role_users
 
 pytestmark = pytest.mark.django_db
 PIN = "731946"
+
+
+@pytest.fixture
+def users(db):
+    """One user per role plus 'nobody' without a role."""
+    return make_role_users()
 
 
 @pytest.fixture
