@@ -22,6 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -81,18 +82,16 @@ class Secrets:
 
     def found_in(self, text: str) -> bool:
         """Return True when ``text`` contains a secret (raw or JSON-escaped)."""
-        return any(v in text or _escaped(v) in text for v in self.values)
+        return any(form in text for v in self.values for form in _forms(v))
 
     def scrub_text(self, text: str) -> str:
         """Return ``text`` with every secret (raw or JSON-escaped) replaced by its marker."""
         if not self.values:
             return text
         for value in self._ordered():
-            if value in text:
-                text = text.replace(value, marker(value))
-            escaped = _escaped(value)
-            if escaped != value and escaped in text:
-                text = text.replace(escaped, marker(value))
+            for form in _forms(value):
+                if form in text:
+                    text = text.replace(form, marker(value))
         return text
 
     def scrub_bytes(self, data: bytes) -> bytes:
@@ -129,8 +128,11 @@ _IDENT = re.compile(r"(?:[a-z]{1,8}_)?[0-9a-f]{24,}|"
                     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
-def _escaped(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)[1:-1]
+@lru_cache(maxsize=4096)
+def _forms(value: str) -> tuple[str, ...]:
+    """Return how ``value`` can appear in text: as is, and JSON-escaped (UTF-8 or ASCII)."""
+    forms = [value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]]
+    return tuple(dict.fromkeys(forms))
 
 
 EMPTY = Secrets()

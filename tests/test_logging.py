@@ -90,3 +90,30 @@ def test_plain_format_appends_the_ids_that_are_set():
     with _captured(json_lines=False) as buffer, run_log_context(run_id="r-3", step="s1"):
         logging.getLogger("x").info("hello")
     assert buffer.getvalue().rstrip().endswith("INFO x hello [run_id=r-3 step=s1]")
+
+
+def test_log_lines_are_scrubbed_of_secrets_the_process_handled(caplog):
+    """A tool that logs its sensitive argument: both formatters write the marker instead."""
+    from agentops.observability.logging import JsonFormatter, PlainFormatter
+    from agentops.redaction import marker
+    from ledger.sealed import seal
+
+    seal({"password": "hunter2-Ünïcode-secret"})  # the worker seals what a run sends
+    for formatter in (PlainFormatter(), JsonFormatter()):
+        out = io.StringIO()
+        handler = logging.StreamHandler(out)
+        handler.setFormatter(formatter)
+        log = logging.getLogger("tests.scrub")
+        log.addHandler(handler)
+        try:
+            log.warning("login with %s", "hunter2-Ünïcode-secret",
+                        extra={"pw": "hunter2-Ünïcode-secret"})
+            try:
+                raise ValueError("bad password hunter2-Ünïcode-secret")
+            except ValueError:
+                log.exception("failed")
+        finally:
+            log.removeHandler(handler)
+        text = out.getvalue()
+        assert "hunter2" not in text and "\\u00dcn" not in text, text
+        assert marker("hunter2-Ünïcode-secret") in text
