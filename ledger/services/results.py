@@ -66,8 +66,8 @@ def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
     payload = log if log else facts_text.encode()
     if log and len(facts_text) + len(summary) > limit:
         payload = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" + log
-    out.artifact = artifact_put(payload, content_type="application/json" if not log else "text/plain",
-                                secrets=secrets)
+    kind = "application/json" if not log else "text/plain"
+    out.artifact = artifact_put(payload, content_type=kind, secrets=secrets)
     if len(facts_text) > limit:
         out.facts = _shrink(raw.facts, limit)
         out.truncated = True

@@ -104,8 +104,9 @@ def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     spec, args = p.spec, p.args or {}
     # A declared-sensitive argument, or any argument carrying a secret the run already knows
     # (the model passing a PIN on to another tool), is sealed and stored redacted.
+    known = session.secrets
     names = tuple(k for k, v in args.items() if k in spec.sensitive
-                  or (session.secrets and session.secrets.found_in(json.dumps(v, ensure_ascii=False))))
+                  or (known and known.found_in(json.dumps(v, ensure_ascii=False))))
     sensitive = {k: args[k] for k in names}
     # Known from now on: this unit's events (the reply, results) are scrubbed of it too.
     session.secrets = session.secrets | Secrets.of(sensitive.values())
