@@ -12,6 +12,7 @@ from runs.engine.events import NewEvent, event_append
 from runs.errors import LeaseLost
 from runs.models import Event, Run, Step
 from runs.services import run_start
+from agentops.redaction import EMPTY
 from tests.conftest import drive
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -37,7 +38,8 @@ def test_a_unit_is_one_statement_with_the_attempts_pointing_at_their_new_rows(ru
             run=run, expected_version=run.version, fields={"tool_calls": 2},
             events=[NewEvent("model.replied", {"turn": 1, "text": "é \u2603"}),
                     NewEvent("tool.result", {"id": "tc_unit1"}, tool_call_id="tc_unit1", attempt=1)],
-            also=[toolcalls_insert(calls), attempts_insert([_attempt(c) for c in calls])])
+            also=[toolcalls_insert(calls), attempts_insert([_attempt(c) for c in calls])],
+            secrets=EMPTY)  # a worker's session passes the run's secrets it read once
     # The statement goes through its own psycopg cursor; all Django ran is the savepoint
     # around it (the test holds a transaction open; a worker runs in autocommit).
     assert [q["sql"].split()[0] for q in queries] == ["SAVEPOINT", "RELEASE"]
