@@ -46,3 +46,12 @@ def test_a_normal_body_is_still_accepted(operator, admin, agent):
     assert response.status_code == 201, response.content
     assert admin.post_json("/api/admin/budget-policies",
                            {"agent_name": "x", "max_tokens": 10}).status_code == 201
+
+
+def test_action_params_are_strict_too(admin):
+    import uuid
+
+    response = admin.post_json(f"/api/runs/{uuid.uuid4()}/actions",
+                               {"action": "raise_budget", "reason": "r",
+                                "params": {"tokens": True}})
+    assert_error(response, 422)
