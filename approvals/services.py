@@ -20,8 +20,8 @@ from approvals.models import Approval
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 from approvals.transition import approval_transition
 from ledger.keys import redact
-from ledger.sealed import seal, unseal
 from ledger.models import ToolCall
+from ledger.sealed import seal, unseal
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
 from runs.engine.events import NewEvent, result_event

@@ -20,10 +20,10 @@ Everything exported is scrubbed of the run's secrets first.
 Import validates everything before it writes: the directory and each file (no symbolic
 links, regular files under the size cap), the signature, checksums, schema versions, that
 the agent version is registered here with the same tools and effect classes, and that
-context.json is what this installation builds from state.json. It then creates a queued run whose log is a
-``run.created`` and a ``run.imported`` event carrying the state (so replay needs no file),
-closes calls that were open (their ledger rows stay with the source installation) and writes
-a snapshot. Its first tick runs the post-restore self-check.
+context.json is what this installation builds from state.json. It then creates a queued
+run whose log is a ``run.created`` and a ``run.imported`` event carrying the state (so
+replay needs no file), closes calls that were open (their ledger rows stay with the source
+installation) and writes a snapshot. Its first tick runs the post-restore self-check.
 """
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from ninja import Field, Schema
 from pydantic import Strict, create_model
 
 from agentops.strict import StrictIn
-
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.statuses import BlockReason, RunStatus
 

@@ -24,7 +24,7 @@ TOKEN = "tok_live_5f0c2a9e77"
 def fetch(ctx, path: str) -> ToolResult:
     """Fetch a page with the service token from the environment (and echo it, carelessly)."""
     token = os.environ["AGENTOPS_TEST_SERVICE_TOKEN"]
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the engine, which closes it
     log.write(b"x" * ((1 << 20) - 5) + f"Authorization: {token}\n".encode() * 3)
     return ToolResult(facts={"path": path, "auth": f"Bearer {token}"},
                       summary=f"fetched with {token}", log=log)

@@ -3,6 +3,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agentops.redaction import EMPTY
 from agentops.writes import RowsInsert, RowsUpdate
 from ledger.errors import DuplicateToolCall
 from ledger.models import ToolAttempt, ToolCall
@@ -12,7 +13,6 @@ from runs.engine.events import NewEvent, event_append
 from runs.errors import LeaseLost
 from runs.models import Event, Run, Step
 from runs.services import run_start
-from agentops.redaction import EMPTY
 from tests.conftest import drive
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
