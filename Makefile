@@ -13,6 +13,8 @@ PHASE := bash scripts/phase.sh
 export AGENTOPS_CACHE ?= $(HOME)/.cache/agentops
 # When make started (epoch seconds), so the demo's banner counts the install and migrate too.
 MAKE_STARTED := $(shell date +%s)
+# Every phase of this make (and its sub-makes) appends its time here; `make test` sums them up.
+export PHASE_LOG ?= var/phase-times-$(MAKE_STARTED).tsv
 
 .PHONY: install demo demo-reset test test-fast test-sqlite test-postgres test-min lint lock \
 	bench audit clean
@@ -35,9 +37,9 @@ $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
 install: $(STAMP)
 
 demo: install
-	@$(PHASE) --reset
 	$(PHASE) "Migrating the demo database (SQLite under var/)" \
 		$(BIN)/python manage.py migrate --noinput -v1
+	@rm -f $(PHASE_LOG)
 	@test -s var/demo-secret-key || (umask 077 && $(BIN)/python -c \
 		'import secrets; print(secrets.token_urlsafe(50))' > var/demo-secret-key)
 	SECRET_KEY="$$(cat var/demo-secret-key)" AGENTOPS_DEMO_MAKE_STARTED=$(MAKE_STARTED) \
@@ -50,19 +52,18 @@ demo-reset:
 # The SQLite pass runs everything but the real-process and browser tests; the PostgreSQL pass
 # runs all of it (crash, chaos, browser and real-model tests need PostgreSQL or run once).
 test: install
-	@$(PHASE) --reset
 	$(PHASE) "Chromium for the browser tests (apt-get on first run)" \
 		bash scripts/ensure_chromium.sh || [ "$$CI" != "true" ]
 	$(PHASE) "llama.cpp model server for the real-model tests (cached in $(AGENTOPS_CACHE))" \
 		bash scripts/llama_server.sh build || [ "$$CI" != "true" ]
-	$(MAKE) --no-print-directory test-sqlite
-	$(MAKE) --no-print-directory test-postgres
-	@$(PHASE) --summary
+	@rc=0; $(MAKE) --no-print-directory test-sqlite || rc=$$?; \
+	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-postgres || rc=$$?; fi; \
+	$(PHASE) --summary; exit $$rc
 
 # No browser, no model server, no real processes: the quick loop (SQLite only).
 test-fast: install
-	$(PHASE) "pytest on SQLite without slow, browser and real-model tests" \
-		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"
+	@$(PHASE) "pytest on SQLite (test database in memory) without slow, browser and real-model tests" \
+		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"; rc=$$?; $(PHASE) --summary; exit $$rc
 
 test-sqlite:
 	$(PHASE) "pytest pass 1/2: SQLite (test database in memory), all but slow and browser tests" \

@@ -2,17 +2,17 @@
 # Run one phase of `make test` / `make demo`, saying what it is and how long it took.
 #
 #   scripts/phase.sh "Installing the locked dependencies" cmd args...
-#   scripts/phase.sh --summary      print every phase's time since the last --reset
-#   scripts/phase.sh --reset
+#   scripts/phase.sh --summary      print every phase's time so far, then forget them
 #
-# Times go to $PHASE_LOG (default var/phase-times.txt), one "seconds<TAB>status<TAB>name" a line.
+# Times go to $PHASE_LOG (the Makefile names one file per make run; default
+# var/phase-times.tsv), one "seconds<TAB>status<TAB>name" a line.
 set -uo pipefail
-LOG="${PHASE_LOG:-var/phase-times.txt}"
+LOG="${PHASE_LOG:-var/phase-times.tsv}"
 mkdir -p "$(dirname "$LOG")"
 
 case "${1:-}" in
-  --reset) : >"$LOG"; exit 0 ;;
   --summary)
+    [ -f "$LOG" ] || exit 0
     echo ""
     echo "==> Time per phase"
     total=0
@@ -21,6 +21,7 @@ case "${1:-}" in
       total=$((total + secs))
     done <"$LOG"
     printf '    %7ss  total\n' "$total"
+    rm -f "$LOG"
     exit 0 ;;
 esac
 

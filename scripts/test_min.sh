@@ -23,5 +23,8 @@ $PHASE "Installing the minimum versions into $VENV" \
 $PHASE "Installing agentops itself (editable, no dependencies)" \
     "$VENV/bin/pip" install --no-deps -e .
 "$VENV/bin/pip" freeze | grep -v -i '^-e\|agentops' >"$VENV/installed.txt"
+rc=0
 $PHASE "pytest on SQLite with the minimum versions (a fast subset)" \
-    env AGENTOPS_ENV=test "$VENV/bin/pytest" -m "not slow and not e2e" "${SUBSET[@]}"
+    env AGENTOPS_ENV=test "$VENV/bin/pytest" -m "not slow and not e2e" "${SUBSET[@]}" || rc=$?
+$PHASE --summary
+exit $rc

@@ -79,13 +79,13 @@ LIVE_HORIZON_S = 15 * 60
 
 
 def demo_pace_s() -> float:
-    """Seconds each document-extract child of the live batch spends reading (default 20)."""
-    return float(os.environ.get("AGENTOPS_DEMO_PACE_S") or 20)
+    """Seconds each document-extract child of the live batch spends reading (default 30)."""
+    return float(os.environ.get("AGENTOPS_DEMO_PACE_S") or 30)
 
 
 def demo_approval_delay_s() -> float:
-    """Seconds the live refund waits on the carrier before its approval arrives (default 150)."""
-    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 150)
+    """Seconds the live refund waits on the carrier before its approval arrives (default 180)."""
+    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 180)
 
 
 def live_input(sc: Scenario) -> dict[str, Any]:
