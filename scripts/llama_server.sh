@@ -42,8 +42,9 @@ build() {
     lock_wait
     if is_built; then
         log "already built: reusing the cached model server in $VENV"
-        log "($(sed -n 's/^installed: //p' "$MARKER" | tr '\n' ' ')built in" \
-            "$(sed -n 's/^build_seconds: //p' "$MARKER") s on $(stat -c %y "$MARKER" | cut -c1-16))"
+        log "($(sed -n 's/^installed: \(llama.*\)/\1/p' "$MARKER"), built in" \
+            "$(sed -n 's/^build_seconds: //p' "$MARKER") s on $(stat -c %y "$MARKER" | cut -c1-16);" \
+            "delete $VENV to rebuild)"
         return 0
     fi
     local started=$SECONDS

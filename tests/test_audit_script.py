@@ -55,3 +55,18 @@ def test_vulnerabilities_fail_and_a_clean_environment_passes():
     code, lines = verdict(_report({"name": "django", "version": "5.2.19", "vulns": []}), "", 0)
     assert code == OK and lines == ["audit: OK: 1 installed packages audited; no known "
                                     "vulnerabilities."]
+
+
+@pytest.mark.parametrize(("audit_exit", "required", "ci_exit", "says_skipped"), [
+    (0, "0", 0, False), (3, "0", 0, True), (3, "1", 3, True), (1, "0", 1, False),
+    (2, "0", 2, False),
+])
+def test_ci_reports_a_skipped_audit_as_skipped(tmp_path, audit_exit, required, ci_exit,
+                                               says_skipped):
+    fake = tmp_path / "audit.sh"
+    fake.write_text(f"exit {audit_exit}\n")
+    env = {**os.environ, "AUDIT_SCRIPT": str(fake), "AGENTOPS_AUDIT_REQUIRED": required}
+    done = subprocess.run(["bash", "scripts/ci_audit.sh"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == ci_exit
+    assert ("dependency audit SKIPPED (not a pass)" in done.stdout) == says_skipped
