@@ -164,8 +164,10 @@ def live_lines(runs: dict[str, Any]) -> list[str]:
         if not is_live(run):
             continue
         if run.agent_name == "document-batch":
-            what = (f"{run.status}: 240 documents in 12 child runs of ~{demo_pace_s():g} s each on "
-                    "2 workers (a few minutes; 2 children hit a model outage and retry)")
+            docs, size = run.input.get("documents", 0), max(run.input.get("batch_size", 1), 1)
+            what = (f"{run.status}: {docs} documents in {-(-docs // size)} child runs of "
+                    f"~{demo_pace_s():g} s each on {settings.Q_CLUSTER['workers']} workers "
+                    "(a few minutes; some children hit a model outage and retry)")
         elif run.status == "waiting" and run.wait_until:
             what = (f"waiting for the carrier's rate limit; its refund approval arrives in the "
                     f"inbox at about {run.wait_until:%H:%M:%S} UTC")
@@ -187,7 +189,7 @@ def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
     lines += [f"  {name:<22} {run_state(run)}" for name, run in runs.items() if not is_live(run)]
     live = live_lines(runs)
     if live:
-        lines += ["", "Live now on the worker (started for this launch; watch the queue):", *live]
+        lines += ["", "Live now on the worker (watch the queue and the approvals inbox):", *live]
     else:
         lines += ["", "Nothing is running live right now."]
     lines += ["", "Ctrl-C stops everything. `make demo-reset` deletes the demo database.", ""]
