@@ -42,7 +42,7 @@ def test_the_lock_pins_every_direct_dependency_in_range_with_hashes():
 def test_every_direct_dependency_has_a_tested_lower_bound():
     pins = min_pins(["dev"])
     assert len(pins) == len(PROJECT["dependencies"]) + len(PROJECT["optional-dependencies"]["dev"])
-    assert "python-json-logger==3.1" in pins and "django-ninja==1.6" in pins
+    assert "python-json-logger==3.1" in pins and "django-ninja==1.7" in pins
     assert min_pin("psycopg[binary]>=3.2.1,<4") == "psycopg[binary]==3.2.1"
 
 
