@@ -1,56 +1,112 @@
 # AgentOps: `make demo` runs the product, `make test` runs the whole suite.
+# Each phase says what it does and how long it took (scripts/phase.sh); see the README for
+# what each command costs on the first run and what it installs.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+LOCK := requirements.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(LOCK) | sha256sum | cut -c1-12)
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops
+PHASE := bash scripts/phase.sh
 export AGENTOPS_CACHE ?= $(HOME)/.cache/agentops
+# When make started (epoch seconds), so the demo's banner counts the install and migrate too.
+MAKE_STARTED := $(shell date +%s)
+# Every phase of this make (and its sub-makes) appends its time here; `make test` sums them up.
+export PHASE_LOG ?= var/phase-times-$(MAKE_STARTED).tsv
 
-.PHONY: install demo test test-sqlite test-postgres bench audit clean
+.PHONY: install demo demo-reset test test-fast test-sqlite test-postgres test-min lint lock \
+	bench audit clean
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(PHASE) "Creating the virtualenv $(VENV) and upgrading pip" \
+		bash -c '$(PY) -m venv $(VENV) && $(BIN)/pip install --upgrade pip'
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[dev]'
+# The lock (hashes for every package, dev extras included) is what gets installed; then the
+# project itself without dependencies. `make lock` regenerates it from pyproject.toml.
+$(STAMP): $(BIN)/python pyproject.toml $(LOCK)
+	$(PHASE) "Installing the locked dependencies ($(LOCK), ~100 packages, hashed; first run 2-4 min)" \
+		$(BIN)/pip install --require-hashes -r $(LOCK)
+	$(PHASE) "Installing agentops itself (editable, no dependencies)" \
+		$(BIN)/pip install --no-deps -e .
+	@$(BIN)/pip check >/dev/null || { $(BIN)/pip check; echo "$(LOCK) does not satisfy" \
+		"pyproject.toml (a dependency was added or changed): run 'make lock'" >&2; exit 1; }
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 install: $(STAMP)
 
 demo: install
-	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py agentops demo --port $(PORT)
+	$(PHASE) "Migrating the demo database (SQLite under var/)" \
+		$(BIN)/python manage.py migrate --noinput -v1
+	@rm -f $(PHASE_LOG)
+	@test -s var/demo-secret-key || (umask 077 && $(BIN)/python -c \
+		'import secrets; print(secrets.token_urlsafe(50))' > var/demo-secret-key)
+	SECRET_KEY="$$(cat var/demo-secret-key)" AGENTOPS_DEMO_MAKE_STARTED=$(MAKE_STARTED) \
+		$(BIN)/python manage.py agentops demo --port $(PORT)
+
+# Deletes the demo's SQLite database, so the next `make demo` seeds fresh runs (live ones too).
+demo-reset:
+	rm -f var/agentops.sqlite3 var/agentops.sqlite3-wal var/agentops.sqlite3-shm
 
 # The SQLite pass runs everything but the real-process and browser tests; the PostgreSQL pass
 # runs all of it (crash, chaos, browser and real-model tests need PostgreSQL or run once).
 test: install
-	bash scripts/ensure_chromium.sh || [ "$$CI" != "true" ]
-	bash scripts/llama_server.sh build || [ "$$CI" != "true" ]
-	$(MAKE) --no-print-directory test-sqlite
-	$(MAKE) --no-print-directory test-postgres
+	$(PHASE) "Chromium for the browser tests (apt-get on first run)" \
+		bash scripts/ensure_chromium.sh || [ "$$CI" != "true" ]
+	$(PHASE) "llama.cpp model server for the real-model tests (cached in $(AGENTOPS_CACHE))" \
+		bash scripts/llama_server.sh build || [ "$$CI" != "true" ]
+	@rc=0; $(MAKE) --no-print-directory test-sqlite || rc=$$?; \
+	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-postgres || rc=$$?; fi; \
+	$(PHASE) --summary; exit $$rc
+
+# No browser, no model server, no real processes: the quick loop (SQLite only).
+test-fast: install
+	@$(PHASE) "pytest on SQLite (test database in memory) without slow, browser and real-model tests" \
+		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"; rc=$$?; $(PHASE) --summary; exit $$rc
 
 test-sqlite:
-	AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"
+	$(PHASE) "pytest pass 1/2: SQLite (test database in memory), all but slow and browser tests" \
+		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"
 
 test-postgres:
 	@if $(BIN)/python scripts/pg_ready.py "$(TEST_DATABASE_URL)"; then \
-		AGENTOPS_ENV=test DATABASE_URL="$(TEST_DATABASE_URL)" $(BIN)/pytest; \
+		$(PHASE) "pytest pass 2/2: PostgreSQL (test database test_$(notdir $(TEST_DATABASE_URL)) at $(TEST_DATABASE_URL)), every test" \
+			env AGENTOPS_ENV=test DATABASE_URL="$(TEST_DATABASE_URL)" $(BIN)/pytest; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): CI needs it" >&2; exit 1; \
 	else \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): skipping the PostgreSQL pass"; \
 	fi
 
+# Lower bounds: the direct dependencies at their minimum versions (wheels only) in .venv-min,
+# then a fast subset of the suite. About 3-5 min; not part of `make test` (see README).
+test-min:
+	bash scripts/test_min.sh
+
+# ruff (errors, unused imports/variables, stale noqa), vulture (unreachable code, unused
+# variables) and unwired.py (definitions only tests use) against its reviewed allow-list.
+lint: install
+	$(PHASE) "ruff" $(BIN)/ruff check .
+	$(PHASE) "vulture (certain dead code)" \
+		$(BIN)/vulture agentops runs ledger approvals --exclude '*/migrations/*' --min-confidence 100
+	$(PHASE) "unwired.py (production code that only tests use)" \
+		$(BIN)/python scripts/unwired.py --allow scripts/unwired_allow.txt .
+
+# Regenerate the hashed lock from pyproject.toml (needs the package index).
+lock: $(BIN)/python
+	$(BIN)/pip install 'pip-tools>=7.5,<8'
+	$(BIN)/pip-compile --generate-hashes --allow-unsafe --extra dev --strip-extras \
+		--no-emit-index-url --no-emit-find-links -o $(LOCK) pyproject.toml
+
+# Exit 3 means SKIPPED (no vulnerability database answered); see scripts/audit.sh.
 audit: install
 	bash scripts/audit.sh
 
 # The peers extra (DBOS, LangGraph) lets engine_throughput measure them side by side.
 bench: install
-	$(BIN)/pip install -q -e '.[dev,peers]'
+	$(BIN)/pip install -e '.[dev,peers]'
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) .venv-min var

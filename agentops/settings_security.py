@@ -50,7 +50,8 @@ def _csv(name: str, default: str) -> list[str]:
 
 
 def _https(debug: bool) -> dict[str, Any]:
-    secure = not debug
+    # AGENTOPS_HTTPS=0 serves plain HTTP with DEBUG off (the local demo on 127.0.0.1 only).
+    secure = _env_bool("AGENTOPS_HTTPS", not debug)
     values: dict[str, Any] = {
         "SESSION_COOKIE_SECURE": secure,
         "CSRF_COOKIE_SECURE": secure,
@@ -65,7 +66,7 @@ def _https(debug: bool) -> dict[str, Any]:
         "X_FRAME_OPTIONS": "DENY",
         "SECURE_SSL_REDIRECT": secure and _env_bool("AGENTOPS_SSL_REDIRECT", True),
         "SECURE_REDIRECT_EXEMPT": REDIRECT_EXEMPT,
-        "SECURE_HSTS_SECONDS": 0 if debug else _env_int("AGENTOPS_HSTS_SECONDS", 31_536_000),
+        "SECURE_HSTS_SECONDS": _env_int("AGENTOPS_HSTS_SECONDS", 31_536_000) if secure else 0,
         "SECURE_HSTS_INCLUDE_SUBDOMAINS": secure and _env_bool("AGENTOPS_HSTS_SUBDOMAINS", False),
         "SECURE_HSTS_PRELOAD": secure and _env_bool("AGENTOPS_HSTS_PRELOAD", False),
     }
@@ -132,10 +133,16 @@ def _append(items: list[str], new: list[str]) -> list[str]:
     return items + [item for item in new if item not in items]
 
 
+def _static_from_source(debug: bool) -> bool:
+    # AGENTOPS_STATIC_FINDERS=1: whitenoise serves static files straight from the source folders
+    # (no collectstatic); the demo runs with DEBUG off this way.
+    return debug or _env_bool("AGENTOPS_STATIC_FINDERS", False)
+
+
 def _static_storage(storages: dict[str, Any], debug: bool) -> dict[str, Any]:
     # The manifest storage needs `collectstatic` to have run, which a laptop has not.
     backend = (
-        "django.contrib.staticfiles.storage.StaticFilesStorage" if debug
+        "django.contrib.staticfiles.storage.StaticFilesStorage" if _static_from_source(debug)
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     )
     return {**storages, "staticfiles": {"BACKEND": backend}}
@@ -160,6 +167,7 @@ def apply(settings_globals: dict[str, Any], debug: bool) -> dict[str, list[str]]
         b for b in backends if b != AXES_BACKEND
     ]
     settings_globals["STORAGES"] = _static_storage(settings_globals.get("STORAGES", {}), debug)
+    settings_globals["WHITENOISE_USE_FINDERS"] = _static_from_source(debug)
     return {
         "INSTALLED_APPS": [a for a in apps if a not in before["INSTALLED_APPS"]],
         "MIDDLEWARE": [m for m in middleware if m not in before["MIDDLEWARE"]],

@@ -19,7 +19,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_scale, django_boot, emit, log, percentiles  # noqa: E402
+from bench._common import bench_scale, django_boot, emit, log, percentiles
 
 WARMUPS = 3
 REQUESTS = 30

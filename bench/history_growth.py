@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import engine_env  # noqa: E402
+from bench._common import engine_env
 
 engine_env(in_process=True)
 

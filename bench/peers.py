@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (commit_floor, db_ensure, emit, log, maintenance_url,  # noqa: E402
+from bench._common import (commit_floor, db_ensure, emit, log, maintenance_url,
                            percentiles)
 
 STEPS = int(os.environ.get("BENCH_PEER_STEPS", "1000"))

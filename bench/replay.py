@@ -15,7 +15,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import bench_scale, django_boot, emit, log, percentiles  # noqa: E402
+from bench._common import bench_scale, django_boot, emit, log, percentiles
 
 ROUNDS = 15
 WARMUPS = 2

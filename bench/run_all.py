@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import ROOT, bench_scale, bench_url, pg_version_text  # noqa: E402
+from bench._common import ROOT, bench_scale, bench_url, pg_version_text
 
 BENCH_DIR = ROOT / "bench"
 RESULTS = BENCH_DIR / "results.md"

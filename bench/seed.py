@@ -26,7 +26,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import _events  # noqa: E402
+from bench import _events
 
 SEED_VERSION = 1
 MARKER_PREFIX = "bench-seed:"
@@ -333,7 +333,7 @@ def _approvals(waiting: list[tuple[Any, int, str]], now: dt.datetime) -> None:
     from ledger.models import ToolCall
 
     calls = []
-    for i, (run_id, n, agent) in enumerate(waiting):
+    for i, (run_id, _n, _agent) in enumerate(waiting):
         args = {"to": f"customer{i}@example.com", "amount_cents": 1000 + i, "order": f"A-{i}"}
         key = hashlib.sha256(f"bench-approval:{run_id}".encode()).hexdigest()
         calls.append(ToolCall(

@@ -79,12 +79,6 @@ def _prune_runs(run_ids: list[Any], *, dry_run: bool) -> tuple[int, int, int]:
         n_events = events.delete()[0]
         n_snaps = snapshots.delete()[0]
     return len(touched), n_events, n_snaps
-    touched = len(set(events.values_list("run_id", flat=True).distinct())
-                  | set(snapshots.values_list("run_id", flat=True).distinct()))
-    with transaction.atomic():
-        n_events = events.delete()[0]
-        n_snaps = snapshots.delete()[0]
-    return len(touched), n_events, n_snaps
 
 
 def _unreferenced_artifacts(cutoff: dt.datetime):

@@ -67,8 +67,3 @@ TOOLCALL_TRANSITIONS: dict[str, frozenset[str]] = {
 def toolcall_can_move(src: str, dst: str) -> bool:
     """Return True when a tool call may move from ``src`` to ``dst``."""
     return dst in TOOLCALL_TRANSITIONS.get(src, frozenset())
-
-
-def is_open(status: str) -> bool:
-    """Return True when a tool call has not reached an outcome yet."""
-    return status in OPEN

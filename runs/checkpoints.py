@@ -152,7 +152,7 @@ def _env(agent: Agent) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        agentops_version = version("agentops")
+        agentops_version = version("agentops-durable")  # the distribution name
     except PackageNotFoundError:
         agentops_version = "unknown"
     return {"agent": {"name": agent.name, "version": agent.version},

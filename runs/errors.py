@@ -24,12 +24,6 @@ class IllegalTransition(Conflict, RunError):
         self.src, self.dst = src, dst
 
 
-class VersionConflict(Conflict, RunError):
-    """The run changed since it was read (another writer won)."""
-
-    code = "version_conflict"
-
-
 class NotJSONSerializable(InvalidInput, RunError):
     """State or event data holds a value that is not JSON; ``path`` names where."""
 
@@ -49,12 +43,6 @@ class UnknownSchemaVersion(RunError):
     """A snapshot or event was written by a schema this code has no migrator for."""
 
     code = "unknown_schema_version"
-
-
-class NonDeterministicStep(RunError):
-    """On replay a recorded position holds a different call than the code now makes."""
-
-    code = "non_deterministic"
 
 
 class UnknownAgent(InvalidInput, RunError):

@@ -11,6 +11,7 @@ from runs.engine.events import NewEvent, event_append
 from runs.engine.jsonstate import check_json, sha256_json
 from runs.engine.transition import run_transition
 from runs.errors import IdempotencyConflict
+from runs.event_types import EventType
 from runs.models import Run, Step
 from runs.statuses import TERMINAL, RunStatus
 
@@ -109,5 +110,4 @@ def _actor_name(actor: Any) -> str:
 
 
 # Signals and forks live in their own module; re-exported so callers find every run service here.
-from runs.event_types import EventType
 from runs.services_signals import run_fork, run_signal  # noqa: E402,F401

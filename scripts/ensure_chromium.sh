@@ -3,6 +3,7 @@
 # Idempotent: does nothing when /usr/bin/chromium exists; never downloads a browser elsewhere.
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
+  echo "ensure_chromium: $(/usr/bin/chromium --version 2>/dev/null || echo /usr/bin/chromium) is installed"
   exit 0
 fi
 SUDO=""
@@ -13,6 +14,9 @@ if [ "$(id -u)" != "0" ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq chromium chromium-driver
+echo "ensure_chromium: /usr/bin/chromium is missing: installing Debian's chromium and" \
+     "chromium-driver with apt-get (~100 MB download, 1-3 min)"
+$SUDO apt-get update
+$SUDO apt-get install -y -o Dpkg::Progress-Fancy=0 chromium chromium-driver
 test -x /usr/bin/chromium
+echo "ensure_chromium: installed $(/usr/bin/chromium --version 2>/dev/null || echo chromium)"

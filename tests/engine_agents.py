@@ -11,7 +11,7 @@ from typing import Any
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, calls, say
 from agentops.tools import ToolResult, tool
-from ledger.errors import ToolPermanent, ToolTimeout, ToolTransient
+from ledger.errors import ToolTimeout
 
 
 @dataclass

@@ -2,8 +2,14 @@
 
 ``manage.py migrate`` runs first (in the Makefile); ``demo_main`` seeds (idempotently), starts
 daphne (ASGI) and ``manage.py agentops worker`` (the q2 cluster plus the sweeper) as child
-processes, prints the URL and the demo logins, and on SIGINT/SIGTERM stops both, waiting for
-each to exit. Also runnable alone: ``python -m agentops.demo.launch --port 8000``.
+processes with DEBUG off (static files served by whitenoise from the source folders, plain
+HTTP on 127.0.0.1, the launcher's SECRET_KEY), prints the URL, the demo logins and what is
+live right now, and on SIGINT/SIGTERM stops both, waiting for each to exit. Also runnable
+alone: ``python -m agentops.demo.launch --port 8000``.
+
+The banner's time counts from ``AGENTOPS_DEMO_MAKE_STARTED`` (epoch seconds, set by the
+Makefile when ``make demo`` starts, so install and migrate are included) when it is set, and
+says plainly that it counts only seeding and starting when it is not.
 """
 from __future__ import annotations
 
@@ -25,21 +31,25 @@ READY_WAIT_S = 30.0
 
 def demo_main(port: int, *, out: IO[str] | None = None) -> int:
     """Seed, serve on 127.0.0.1:``port`` with a worker, until SIGINT/SIGTERM; return an exit code."""
-    from agentops.demo.seed import demo_seed, run_state
+    from agentops.demo.seed import demo_seed
 
     out = out or sys.stdout
-    started = time.monotonic()
-    _say(out, "Seeding demo users and runs (in-process)...")
+    started = time.time()
+    _say(out, "Seeding demo users and runs (in-process, ~5-20 s)...")
     logins, runs = demo_seed()
     stop = threading.Event()
     _on_stop_signals(stop)
-    procs = {"web": _spawn(_web_command(port)), "worker": _spawn(_worker_command())}
+    env = demo_env()
+    _say(out, "Starting the web server (daphne) and a worker (DEBUG off)...")
+    procs = {"web": _spawn(_web_command(port), env), "worker": _spawn(_worker_command(), env)}
     try:
         if not _wait_listening(port, procs["web"], stop):
             _say(out, f"the web server did not start on port {port}; see its output above")
             return 1
-        _banner(out, port, logins, {n: run_state(r) for n, r in runs.items()},
-                time.monotonic() - started)
+        for run in runs.values():
+            run.refresh_from_db()
+        _banner(out, port, logins, runs,
+                banner_timing(time.time(), started, os.environ.get("AGENTOPS_DEMO_MAKE_STARTED")))
         return _supervise(procs, stop, out)
     finally:
         _stop_all(procs)
@@ -55,10 +65,21 @@ def _worker_command() -> list[str]:
     return [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "agentops", "worker"]
 
 
-def _spawn(command: list[str]) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own process group, so we stop it (and its children) whole."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def demo_env() -> dict[str, str]:
+    """The web server's and worker's environment: DEBUG off, plain HTTP, static from source.
+
+    They get this process's SECRET_KEY: the ticks seeding enqueues are signed with it, and a
+    worker with another key would refuse them. ``make demo`` sets a random one kept in var/.
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "AGENTOPS_DEBUG": "0", "AGENTOPS_HTTPS": "0",
+           "AGENTOPS_STATIC_FINDERS": "1", "ALLOWED_HOSTS": "127.0.0.1,localhost",
+           "SECRET_KEY": settings.SECRET_KEY}
     env.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
+    return env
+
+
+def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own process group, so we stop it (and its children) whole."""
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
 
 
@@ -115,14 +136,63 @@ def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
         pass
 
 
+def banner_timing(now: float, started: float, make_started: str | None) -> str:
+    """Say how long the demo took to come up, and what that time includes."""
+    mine = now - started
+    try:
+        since_make = now - float(make_started) if make_started else None
+    except ValueError:
+        since_make = None
+    if since_make is not None and since_make >= mine:
+        return (f"up {_duration(since_make)} after `make demo` started, install and migrate "
+                f"included; seeding and starting alone took {_duration(mine)}")
+    return (f"seeding and starting took {_duration(mine)}; any install or migrate before "
+            "this command is not counted")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes} min {secs} s" if minutes else f"{seconds:.1f} s"
+
+
+def live_lines(runs: dict[str, Any]) -> list[str]:
+    """One line per run that moves on its own right now, saying what to watch and when."""
+    from agentops.demo.seed import demo_approval_delay_s, demo_pace_s, is_live
+
+    lines = []
+    for name, run in runs.items():
+        if not is_live(run):
+            continue
+        if run.agent_name == "document-batch":
+            docs, size = run.input.get("documents", 0), max(run.input.get("batch_size", 1), 1)
+            what = (f"{run.status}: {docs} documents in {-(-docs // size)} child runs of "
+                    f"~{demo_pace_s():g} s each on {settings.Q_CLUSTER['workers']} workers "
+                    "(a few minutes; some children hit a model outage and retry)")
+        elif run.status == "waiting" and run.wait_until:
+            what = (f"waiting for the carrier's rate limit; its refund approval arrives in the "
+                    f"inbox at about {run.wait_until:%H:%M:%S} UTC")
+        else:
+            what = (f"{run.status}: its carrier is rate-limited for {demo_approval_delay_s():g} s, "
+                    "then its refund approval arrives in the inbox")
+        lines.append(f"  {name:<22} {what}")
+    return lines
+
+
 def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
-            states: dict[str, str], seconds: float) -> None:
-    lines = ["", f"AgentOps demo is up after {seconds:.1f}s:  http://127.0.0.1:{port}/", "",
+            runs: dict[str, Any], timing: str) -> None:
+    from agentops.demo.seed import is_live, run_state
+
+    lines = ["", f"AgentOps demo is up:  http://127.0.0.1:{port}/", f"  ({timing})", "",
              "Demo logins (DEMO ONLY, never use these passwords anywhere else):"]
     lines += [f"  {u:<9} {p:<18} role: {r}" for u, p, r in logins]
-    lines += ["", "Seeded runs:"]
-    lines += [f"  {name:<22} {state}" for name, state in states.items()]
-    lines += ["", "The document batch runs live on the worker. Ctrl-C stops everything.", ""]
+    lines += ["", "Seeded runs, settled (the same on every launch):"]
+    lines += [f"  {name:<22} {run_state(run)}" for name, run in runs.items() if not is_live(run)]
+    live = live_lines(runs)
+    if live:
+        lines += ["", "Live now on the worker (watch the queue and the approvals inbox):", *live]
+    else:
+        lines += ["", "Nothing is running live right now."]
+    lines += ["", "Ctrl-C stops everything. `make demo-reset` deletes the demo database.", ""]
     _say(out, "\n".join(lines))
 
 

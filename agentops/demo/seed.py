@@ -1,17 +1,25 @@
 """Seed the demo: one user per role (demo-only passwords) and runs that end in every state.
 
-Seeded runs are driven in this process with run_tick, so the console shows them at once; the
-document batch is left queued for the worker, so a visitor sees runs move. Seeding is
-idempotent: users are created once (their demo passwords reset), and each run carries an
-idempotency key, so a second seed finds the runs it made and leaves them as they are.
+Seeded runs are driven in this process with run_tick, so the console shows them at once. The
+live ones are left queued for the worker so a visitor sees runs move for a few minutes: the
+document batch (its document store is slowed to ``AGENTOPS_DEMO_PACE_S`` per child run) and a
+refund whose carrier is rate-limited for ``AGENTOPS_DEMO_APPROVAL_DELAY_S``, after which its
+approval request arrives. Seeding is idempotent: users are created once (their demo passwords
+reset), and each run carries an idempotency key, so a second seed finds the runs it made and
+leaves them as they are; a live run that is no longer live is started afresh (a new key), so
+every launch has something to watch.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+
 from django.contrib.auth.models import Group, User
 from django.db import transaction
+from django.db.models import Q
 
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
 from runs.models import Run
@@ -62,7 +70,45 @@ SCENARIOS = (
     Scenario("document-batch", "document-batch", "Extract invoice fields from 240 documents",
              {"documents": 240, "batch_size": 20, "faults": {"model_outage": "2:6"}},
              expect="succeeded", live=True),
+    Scenario("refund-approval-later", "support-returns", "Return a kayak paddle (A-7007)",
+             {"order_id": "A-7007"}, expect="waiting:approval", live=True),
 )
+LIVE_STATUSES = ("queued", "running")
+LIVE_WAITS = ("timer", "children")
+LIVE_HORIZON_S = 15 * 60
+
+
+def demo_pace_s() -> float:
+    """Seconds each document-extract child of the live batch spends reading (default 30)."""
+    return float(os.environ.get("AGENTOPS_DEMO_PACE_S") or 30)
+
+
+def demo_approval_delay_s() -> float:
+    """Seconds the live refund waits on the carrier before its approval arrives (default 180)."""
+    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 180)
+
+
+def live_input(sc: Scenario) -> dict[str, Any]:
+    """The input of a live scenario with its pacing (which holds for this launch)."""
+    faults = dict(sc.input.get("faults", {}))
+    if sc.agent == "document-batch":
+        faults["read_documents"] = f"slow:{demo_pace_s():g}"
+    else:
+        faults["track_logistics"] = f"rate_limit:{demo_approval_delay_s():g}"
+    return {**sc.input, "faults": faults}
+
+
+def is_live(run: Run) -> bool:
+    """True while a run moves on its own within minutes: queued, running, waiting for its
+    children, or on a timer due within ``LIVE_HORIZON_S`` (the hour-long carrier wait is not)."""
+    if run.status in LIVE_STATUSES:
+        return True
+    if run.status != "waiting" or run.wait_kind not in LIVE_WAITS:
+        return False
+    if run.wait_kind == "timer":
+        return run.wait_until is not None and (
+            run.wait_until - timezone.now()).total_seconds() < LIVE_HORIZON_S
+    return True
 
 
 def users_seed() -> list[tuple[str, str, str]]:
@@ -85,8 +131,12 @@ def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
     operator = User.objects.filter(username="operator").first()
     runs = {}
     for sc in SCENARIOS:
-        run = run_start(agent=sc.agent, goal=sc.goal, input=sc.input, budget=sc.budget,
-                        idempotency_key=f"demo:{sc.name}", actor="demo-seed")
+        key = f"demo:{sc.name}"
+        if sc.live and not drive_live:
+            key = _live_key(key)
+        run = run_start(agent=sc.agent, goal=sc.goal,
+                        input=live_input(sc) if sc.live else sc.input, budget=sc.budget,
+                        idempotency_key=key, actor="demo-seed")
         if not sc.live or drive_live:
             run_drive(run)
         if sc.terminate and not run.is_terminal:
@@ -94,6 +144,17 @@ def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
             run.refresh_from_db()
         runs[sc.name] = run
     return runs
+
+
+def _live_key(key: str) -> str:
+    """The key itself while its run is live (or not made yet); else a fresh one for this launch."""
+    earlier = (Run.objects.filter(Q(idempotency_key=key) | Q(idempotency_key__startswith=f"{key}:"))
+               .order_by("-created_at").first())
+    if earlier is None or (earlier.idempotency_key == key and is_live(earlier)):
+        return key
+    if is_live(earlier):
+        return earlier.idempotency_key
+    return f"{key}:{timezone.now():%Y%m%d-%H%M%S}"
 
 
 def run_drive(run: Run, *, max_ticks: int = 200) -> str:

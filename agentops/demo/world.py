@@ -9,6 +9,7 @@ this module (and the demo agents) import before the demo app is installed.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -24,6 +25,7 @@ ORDERS: dict[str, dict[str, Any]] = {
     "A-4004": {"item": "camping stove", "amount": 60, "days_since_delivery": 45},
     "A-5005": {"item": "wool socks (3 pairs)", "amount": 24, "days_since_delivery": 2},
     "A-6006": {"item": "tent, 2 persons", "amount": 320, "days_since_delivery": 9},
+    "A-7007": {"item": "kayak paddle", "amount": 180, "days_since_delivery": 4},
 }
 REGIONS = ("na", "eu", "apac", "latam")
 
@@ -75,6 +77,8 @@ def fault_before(ctx: ToolContext, name: str) -> None:
         raise ToolRateLimited(f"{name}: rate limited, retry in {delay:g}s", next_retry_delay=delay)
     if kind == "transient" and ctx.attempt <= int(arg or 1):
         raise ToolTransient(f"{name}: backend answered 503")
+    if kind == "slow":  # a slow backend: the demo's live batch takes minutes, not seconds
+        time.sleep(float(arg or 1))
 
 
 def fault_after(ctx: ToolContext, name: str) -> None:

@@ -95,22 +95,46 @@ class PlainFormatter(logging.Formatter):
         return _scrubbed(f"{line} [{' '.join(ids)}]" if ids else line)
 
 
+class ClientErrorFilter(logging.Filter):
+    """Keep a 4xx request log to its one line: drop the traceback Django attaches to a 403.
+
+    ``django.request`` logs a PermissionDenied (403) with the exception's traceback; that is a
+    routine refusal, not a fault. Tracebacks stay for 5xx and for records without a status.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and status < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 def logging_config(*, json: bool, level: str = "WARNING") -> dict[str, Any]:
-    """Return a LOGGING dict: one stderr handler, JSON or plain, stamping the run context."""
+    """Return a LOGGING dict: one stderr handler, JSON or plain, stamping the run context.
+
+    Every record reaches exactly one handler, the root's: Django's own ``django`` logger
+    handlers (a DEBUG-only console and mail_admins) are removed so that a request error is not
+    printed twice, and a 4xx request error is one line without a traceback.
+    """
     formatter = "agentops.observability.logging.JsonFormatter" if json else (
         "agentops.observability.logging.PlainFormatter"
     )
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"run_context": {"()": "agentops.observability.logging.RunContextFilter"}},
+        "filters": {
+            "run_context": {"()": "agentops.observability.logging.RunContextFilter"},
+            "client_errors": {"()": "agentops.observability.logging.ClientErrorFilter"},
+        },
         "formatters": {"default": {"()": formatter}},
         "handlers": {
             "console": {
                 "class": "logging.StreamHandler",
                 "formatter": "default",
-                "filters": ["run_context"],
+                "filters": ["run_context", "client_errors"],
             }
         },
+        "loggers": {"django": {"handlers": [], "level": level, "propagate": True}},
         "root": {"handlers": ["console"], "level": level},
     }

@@ -53,7 +53,7 @@ def _on_signal(stop: threading.Event) -> None:
     # whole process group (systemd's default, `kill -TERM -PGID`), the sentinel and its
     # processes die at once while still waiting on the stop event, and setting that event
     # then blocks forever. Ours only flag the stop; the main loop stops the cluster.
-    def handler(num: int, frame: Any) -> None:
+    def handler(_num: int, _frame: Any) -> None:
         stop.set()
 
     for signum in (signal.SIGINT, signal.SIGTERM):

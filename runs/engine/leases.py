@@ -12,7 +12,6 @@ import datetime as dt
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -116,9 +115,3 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
         yield beat
     finally:
         _KEEPER.remove(key)
-
-
-def lease_state(run_id: Any) -> dict[str, Any] | None:
-    """Return the run's status, owner, expiry and version (for diagnostics and tests)."""
-    return (Run.objects.filter(pk=run_id)
-            .values("status", "lease_owner", "lease_expires_at", "version").first())

@@ -181,14 +181,6 @@ def children_wake(*, limit: int = 100) -> list[Any]:
     return woken
 
 
-def children_status(run_id: Any) -> dict[str, int]:
-    """Return how many child runs of ``run_id`` are in each status."""
-    out: dict[str, int] = {}
-    for status in Run.objects.filter(parent_id=run_id).values_list("status", flat=True):
-        out[status] = out.get(status, 0) + 1
-    return out
-
-
 def _children(call_id: str) -> list[dict[str, Any]]:
     rows = Run.objects.filter(idempotency_key__startswith=f"{call_id}:child:").values(
         "id", "status", "agent_name", "attention_reason", "idempotency_key")

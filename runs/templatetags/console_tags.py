@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import template
+from django.utils.html import format_html
 
 from agentops import clock
 
@@ -23,6 +24,30 @@ def age(value: dt.datetime | None) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def remaining(seconds: float) -> str:
+    """Return a time left compactly, as console.js counts it down: 2d 3h, 1h 5m, 13m 48s."""
+    s = int(max(seconds, 0))
+    d, h, m = s // 86400, s % 86400 // 3600, s % 3600 // 60
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s % 60}s"
+
+
+@register.simple_tag
+def countdown(when: dt.datetime | None, prefix: str = "in", past: str = "now") -> str:
+    """Render ``<time>`` counting down to ``when`` ("expires in 13m 48s"; ``past`` once due),
+    with the absolute UTC time on hover; console.js keeps it counting every second."""
+    if not when:
+        return ""
+    left = (when - clock.now()).total_seconds()
+    text = f"{prefix} {remaining(left)}" if left > 0 else past
+    absolute = when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_html('<time datetime="{}" data-countdown data-prefix="{}" data-past="{}" '
+                       'title="{}">{}</time>', when.isoformat(), prefix, past, absolute, text)
 
 
 @register.filter

@@ -122,3 +122,43 @@ def test_support_rejects_with_a_reason(users, approval):
         {"reason": "wrong recipient"})
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.REJECTED and approval.reason == "wrong recipient"
+
+
+@pytest.fixture
+def frozen_clock():
+    """The clock at 2026-03-02 10:00:00 UTC (a moment when a clock time reads like a countdown)."""
+    import datetime as dt
+
+    from agentops import clock
+
+    now = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
+    clock.set_now(lambda: now)
+    yield now
+    clock.set_now(None)
+
+
+def test_expiry_is_a_countdown_with_the_absolute_time_on_hover(users, frozen_clock):
+    import datetime as dt
+    import re
+
+    soon = make_approval(make_attention_run("waiting"),
+                         expires_in=dt.timedelta(minutes=13, seconds=48))
+    later = make_approval(make_attention_run("waiting"), tool="pay_invoice",
+                          expires_in=dt.timedelta(hours=26))
+    html = client_for(users["support"]).get(reverse("console:inbox")).content.decode()
+    card = html.split(f'id="approval-{soon.pk}"')[1].split("</article>")[0]
+    time_tag = re.search(r"<time [^>]*>([^<]*)</time>", card)
+    assert time_tag.group(1) == "expires in 13m 48s"  # time left, not the clock time 10:13
+    assert 'title="2026-03-02 10:13:48 UTC"' in time_tag.group(0)
+    assert "data-countdown" in time_tag.group(0)
+    other = html.split(f'id="approval-{later.pk}"')[1].split("</article>")[0]
+    assert "expires in 1d 2h" in other and 'title="2026-03-03 12:00:00 UTC"' in other
+
+
+def test_an_overdue_approval_reads_expired(users, frozen_clock):
+    import datetime as dt
+
+    overdue = make_approval(make_attention_run("waiting"), expires_in=dt.timedelta(seconds=-5))
+    html = client_for(users["support"]).get(reverse("console:inbox")).content.decode()
+    card = html.split(f'id="approval-{overdue.pk}"')[1].split("</article>")[0]
+    assert ">expired</time>" in card and ">expires in" not in card

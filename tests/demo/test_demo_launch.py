@@ -6,6 +6,7 @@ SQLite file directly (not the test database), and stops it with SIGTERM as Ctrl-
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -34,7 +35,9 @@ def _free_port() -> int:
 def _env(var_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "TEST_DATABASE_NAME", "AGENTOPS_AGENTS", "REDIS_URL")}
-    env.update(AGENTOPS_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1", LOG_LEVEL="ERROR")
+    # The live runs are paced for a person to watch (minutes); the test paces them in seconds.
+    env.update(AGENTOPS_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING",
+               AGENTOPS_DEMO_PACE_S="0.2", AGENTOPS_DEMO_APPROVAL_DELAY_S="4")
     return env
 
 
@@ -57,11 +60,15 @@ def _duplicates(db: Path) -> list[tuple]:
 
 
 def _get(url: str) -> int:
+    return _fetch(url)[0]
+
+
+def _fetch(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status
+            return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
-        return exc.code
+        return exc.code, exc.read().decode(errors="replace")
 
 
 def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
@@ -69,6 +76,8 @@ def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT,
                    env=env, check=True, timeout=120)
     log = (tmp_path / "demo.log").open("wb")
+    # As `make demo` does: the banner's time counts from when make started (here 100 s ago).
+    env["AGENTOPS_DEMO_MAKE_STARTED"] = str(int(time.time()) - 100)
     proc = subprocess.Popen([sys.executable, "-m", "agentops.demo.launch", "--port", str(port)],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     expected = {sc.name: sc.expect for sc in SCENARIOS}
@@ -84,6 +93,21 @@ def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
         assert _duplicates(db) == []
         output = (tmp_path / "demo.log").read_text()
         assert f"http://127.0.0.1:{port}/" in output and "demo-operator-pw" in output
+        # The banner's time includes what ran before the launcher, and says so.
+        assert re.search(r"up 1 min \d+ s after `make demo` started, install and migrate included",
+                         output)
+        # At the banner the batch and the delayed approval were live, and it said so.
+        live = output.split("Live now on the worker")[1].split("Ctrl-C")[0]
+        assert "document-batch" in live and "refund-approval-later" in live
+        # DEBUG is off: no technical 404 page, static files still served (whitenoise).
+        status, body = _fetch(f"http://127.0.0.1:{port}/no-such-page/")
+        assert status == 404 and "URLconf" not in body
+        status, css = _fetch(f"http://127.0.0.1:{port}/static/console.css")
+        assert status == 200 and ".expiry" in css
+        time.sleep(1)
+        log_text = (tmp_path / "demo.log").read_text()
+        assert log_text.count("Not Found: /no-such-page/") == 1
+        assert "Traceback" not in log_text
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=30)
@@ -91,3 +115,14 @@ def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
     assert "Demo stopped." in (tmp_path / "demo.log").read_text()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_banner_time_says_what_it_counts():
+    from agentops.demo.launch import banner_timing
+
+    alone = banner_timing(1000.0, 979.7, None)
+    assert alone.startswith("seeding and starting took 20.3 s") and "not counted" in alone
+    via_make = banner_timing(1000.0, 979.7, "746")
+    assert via_make.startswith("up 4 min 14 s after `make demo` started, install and migrate")
+    assert "seeding and starting alone took 20.3 s" in via_make
+    assert banner_timing(1000.0, 979.7, "not-a-number").startswith("seeding and starting took")

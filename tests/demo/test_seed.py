@@ -29,3 +29,31 @@ def test_seeding_twice_starts_nothing_new_and_repeats_no_effect(demo):
     runs, effects = Run.objects.count(), WorldEffect.objects.count()
     seed.demo_seed()
     assert (Run.objects.count(), WorldEffect.objects.count()) == (runs, effects)
+
+
+def test_a_relaunch_starts_fresh_live_runs_once_the_earlier_ones_settled(demo):
+    import io
+
+    from agentops.demo.launch import _banner
+    from approvals.actions.terminate import ACTION as terminate
+
+    _, first = seed.demo_seed()
+    live = [name for name, run in first.items() if seed.is_live(run)]
+    assert sorted(live) == ["document-batch", "refund-approval-later"]
+    operator = User.objects.get(username="operator")
+    for name in live:  # the earlier launch's live runs are over
+        terminate.execute(operator, first[name], reason="earlier demo launch")
+        first[name].refresh_from_db()
+    settled = io.StringIO()
+    _banner(settled, 8000, [], first, "timing")
+    assert "Nothing is running live right now." in settled.getvalue()
+    assert "Live now" not in settled.getvalue()
+
+    _, second = seed.demo_seed()
+    for name in live:
+        assert second[name].pk != first[name].pk and seed.is_live(second[name])
+        assert second[name].idempotency_key.startswith(f"demo:{name}:")
+    relaunch = io.StringIO()
+    _banner(relaunch, 8000, [], second, "timing")
+    assert "Live now on the worker" in relaunch.getvalue()
+    assert "document-batch" in relaunch.getvalue().split("Live now")[1]

@@ -3,7 +3,6 @@ import pytest
 
 from ledger.models import ToolAttempt, ToolCall
 from runs.engine.snapshots import load_state, replay_state
-from runs.models import Event, Run
 from runs.services import run_start
 from tests.conftest import drive
 

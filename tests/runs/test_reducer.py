@@ -18,7 +18,7 @@ def event_specs(draw):
     specs = []
     turn = 0
     open_ids: list[str] = []
-    for i in range(draw(st.integers(1, 25))):
+    for _ in range(draw(st.integers(1, 25))):
         kind = draw(st.sampled_from(["turn", "result", "step", "note", "signal", "wait", "compact"]))
         if kind == "turn":
             turn += 1
