@@ -19,11 +19,6 @@ def run_secrets(run_id: Any) -> Secrets:
     return configured_secrets() | _opened(tokens)
 
 
-def call_secrets(call: ToolCall) -> Secrets:
-    """Return the secrets of one tool call plus the configured ones."""
-    return configured_secrets() | _opened([(call.tool_call_id, call.sealed_args)])
-
-
 def _opened(tokens: Any) -> Secrets:
     values: list[Any] = []
     for call_id, token in tokens:
