@@ -200,6 +200,9 @@ AGENTOPS_AGENTS = [
 ]
 AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
+# A write tool without its own timeout gets this one: with the lease TTL it bounds how long
+# an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
+AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
 AGENTOPS_BACKOFF_BASE_S = _env_float("AGENTOPS_BACKOFF_BASE_S", 1.0)
