@@ -1,4 +1,8 @@
-"""Chaos: real worker processes SIGKILLed at random while ~50 mixed runs execute.
+"""Chaos: real worker processes SIGKILLed or SIGSTOPped at random while ~50 mixed runs execute.
+
+Every other blow is a pause (SIGSTOP longer than the lease TTL, then SIGCONT): the paused
+host wakes up believing it still holds its runs, mid-call, while another host has taken
+them over. The hosts are busy: 50 runs on 6 worker processes.
 
 Afterwards every run is terminal or waiting for a person, none is lost, no idempotent or
 probeable side effect happened twice, every ambiguous unsafe write is ``unknown``, and every
@@ -55,6 +59,7 @@ def workers(world, tmp_path):
         w.start()
     yield hosts
     for w in hosts:
+        w.resume()
         w.stop()
 
 
@@ -81,7 +86,7 @@ def test_runs_survive_killed_workers(world, workers):
     runs = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
     assert len(runs) == RUNS, "a run was lost"
     statuses = Counter(r.status for r in runs.values())
-    print(f"\nfinal statuses: {dict(statuses)}; kills: {len(kills)}")
+    print(f"\nfinal statuses: {dict(statuses)}; kills and pauses: {len(kills)}")
     stuck = [(str(r.pk)[:8], r.agent_name, r.status) for r in runs.values()
              if r.status not in TERMINAL | ATTENTION]
     assert not stuck, f"runs neither terminal nor needing a person: {stuck}"
@@ -108,12 +113,17 @@ def _chaos(workers, rng, *, until: float, submit, ids: list) -> list[tuple[dt.da
         if time.monotonic() >= next_kill:
             victim = rng.choice(workers)
             owners = {f"{_host()}:{pid}" for pid in victim.pids()}
-            victim.kill()
+            pause = len(kills) % 2 == 1
+            victim.pause() if pause else victim.kill()
             held = set(Run.objects.filter(status="running", lease_owner__in=owners)
                        .values_list("pk", flat=True))
             kills.append((timezone.now(), {str(i) for i in held}))
-            time.sleep(rng.uniform(0.5, 2.0))
-            victim.start()
+            if pause:
+                time.sleep(rng.uniform(3.5, 5.0))  # past the 3 s lease: others take over
+                victim.resume()
+            else:
+                time.sleep(rng.uniform(0.5, 2.0))
+                victim.start()
             next_kill = time.monotonic() + rng.uniform(3, 6)
         time.sleep(0.3)
     return kills
