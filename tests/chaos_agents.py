@@ -135,7 +135,16 @@ SCRIPTS = {
 }
 
 
+def _busy(sc):
+    """Keep a worker busy: a slow read per turn for ``turns`` turns."""
+    turns = int(sc.input.get("turns", 20))
+    return call("inspect", item=f"busy {sc.turn}") if sc.turn <= turns else say("done")
+
+
 def _register() -> None:
+    registry.register(Agent(name="chaos_busy", version="1", system_prompt="chaos test agent",
+                            tools=TOOLS, plan=[StepSpec("work")], max_turns_per_step=1000,
+                            model=lambda: ScriptedModel({"work": [_busy] * 1000})))
     for name, script in SCRIPTS.items():
         registry.register(Agent(
             name=name, version="1", system_prompt="chaos test agent", tools=TOOLS,

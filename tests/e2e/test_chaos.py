@@ -30,6 +30,7 @@ from runs.statuses import ATTENTION, TERMINAL
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 RUNS = 50
+BUSY = 12  # long runs started first: every worker process has more work than it can do
 CHAOS_S = 60
 SETTLE_S = 30
 AGENTS = ["chaos_read", "chaos_idem", "chaos_probe", "chaos_unsafe", "chaos_approval",
@@ -77,14 +78,17 @@ def test_runs_survive_killed_workers(world, workers):
             ids.append(run_start(agent=AGENTS[i % len(AGENTS)], goal=f"chaos {i}",
                                  input={"order": f"o{i}"}).pk)
 
+    busy = [run_start(agent="chaos_busy", goal=f"busy {i}", input={"turns": 25}).pk
+            for i in range(BUSY)]
     began = time.monotonic()
     kills = _chaos(workers, rng, until=began + CHAOS_S, submit=submit, ids=ids)
+    ids.extend(busy)
     _settle(set(ids), until=time.monotonic() + SETTLE_S)
     for w in workers:
         w.stop()
 
     runs = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
-    assert len(runs) == RUNS, "a run was lost"
+    assert len(runs) == RUNS + BUSY, "a run was lost"
     statuses = Counter(r.status for r in runs.values())
     print(f"\nfinal statuses: {dict(statuses)}; kills and pauses: {len(kills)}")
     stuck = [(str(r.pk)[:8], r.agent_name, r.status) for r in runs.values()
@@ -107,7 +111,7 @@ def _chaos(workers, rng, *, until: float, submit, ids: list) -> list[tuple[dt.da
     while time.monotonic() < until:
         submit()
         _decide_approvals(rng)
-        if len(ids) == RUNS and not Run.objects.filter(pk__in=ids).exclude(
+        if len(ids) >= RUNS and not Run.objects.filter(pk__in=ids).exclude(
                 status__in=list(TERMINAL | ATTENTION)).exists():
             break
         if time.monotonic() >= next_kill:
