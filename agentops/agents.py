@@ -6,6 +6,7 @@ the (name, version) it started with.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,9 @@ class Registry:
         self._latest: dict[str, str] = {}
         self._migrators: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._loaded = False
+        # Re-entrant: an agent module may call the registry while it is being imported.
+        self._load_lock = threading.RLock()
+        self._loading = False
 
     def register(self, agent: Agent) -> Agent:
         """Add ``agent``; the last registered version of a name becomes its default."""
@@ -175,10 +179,25 @@ class Registry:
         return sorted(self._latest)
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            for module in settings.AGENTOPS_AGENTS:
-                importlib.import_module(module)
+        """Import the agent modules once, before any caller reads the registry.
+
+        Concurrent first callers (a cold process serving many requests at once) wait for
+        the one import; ``_loaded`` turns True only once every module is in, so nobody sees
+        a half-filled registry. A module that fails to import leaves it unloaded: the next
+        caller tries again and gets the same error.
+        """
+        if self._loaded:
+            return
+        with self._load_lock:
+            if self._loaded or self._loading:  # _loading: a module of ours calls back in
+                return
+            self._loading = True
+            try:
+                for module in settings.AGENTOPS_AGENTS:
+                    importlib.import_module(module)
+                self._loaded = True
+            finally:
+                self._loading = False
 
 
 registry = Registry()

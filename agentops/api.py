@@ -6,7 +6,9 @@ is logged with its trace and answered 500 with the same shape and no trace.
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from agentops.api_auth import API_AUTH, UserRateThrottle, docs_guard
 from agentops.errors import AgentOpsError
+from runs.engine.jsonstate import unstorable_path
 
 logger = logging.getLogger("agentops.api")
 
@@ -82,6 +85,26 @@ def _has_nul(request: HttpRequest) -> bool:
             or b"\x00" in request.body or b"\\u0000" in request.body)
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _unstorable_json(request: HttpRequest) -> str:
+    """Return where a JSON body holds a string PostgreSQL cannot store (keys too), else "".
+
+    A lone UTF-16 surrogate (``"\\ud800"``) is valid JSON but not UTF-8; it would fail
+    deep inside the database write. Only bodies that escape a surrogate are parsed here.
+    """
+    body = request.body
+    if not body or not _SURROGATE_ESCAPE.search(body):
+        return ""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""  # not JSON: the endpoint's own parsing answers
+    path, why = unstorable_path(data, "body")
+    return f"{why} at {path}" if path else ""
+
+
 def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Wrap a view: refuse NUL characters up front, give 405s the error shape."""
 
@@ -92,6 +115,11 @@ def _guarded(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         try:
             if _has_nul(request):
                 return error_response(request, 422, "invalid", "NUL characters are not accepted")
+            where = _unstorable_json(request)
+            if where:
+                return error_response(request, 422, "invalid",
+                                      f"the JSON body holds a {where}; such strings cannot be "
+                                      "stored (send valid UTF-8 text)", {"reason": where})
         except RequestDataTooBig:
             return error_response(request, 413, "too_large", "the request body is too large")
         response = view(request, *args, **kwargs)

@@ -186,6 +186,9 @@ Q_CLUSTER = {
     "ack_failures": True,
     "save_limit": 200,
     "poll": 0.05,
+    # Prefetch at most one task per cluster (q2's default is workers²): a prefetched tick is
+    # hidden from other hosts, and lost for `retry` seconds if this host dies.
+    "queue_limit": 1,
     "catch_up": False,
     "orm": "default",
     "label": "Django Q2",
@@ -200,6 +203,13 @@ AGENTOPS_AGENTS = [
 ]
 AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
+# A write tool without its own timeout gets this one: with the lease TTL it bounds how long
+# an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
+# A busy tick looks this often whether a recovered run waits for a worker; one that has
+# waited longer than the grace (an idle worker would have taken it) makes the tick yield.
+AGENTOPS_YIELD_CHECK_S = _env_float("AGENTOPS_YIELD_CHECK_S", 0.25)
+AGENTOPS_URGENT_GRACE_S = _env_float("AGENTOPS_URGENT_GRACE_S", 0.3)
+AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
 AGENTOPS_BACKOFF_BASE_S = _env_float("AGENTOPS_BACKOFF_BASE_S", 1.0)

@@ -7,6 +7,7 @@ it (``compensate``) and whether a person must approve it.
 """
 from __future__ import annotations
 
+import datetime
 import inspect
 import threading
 from collections.abc import Callable
@@ -88,7 +89,16 @@ class WaitForChildren(WaitRequest):
 
 @dataclass
 class ToolContext:
-    """What a running tool knows about its call."""
+    """What a running tool knows about its call.
+
+    ``fencing_token`` grows with every new lease holder of the run (it is the run's version
+    when this worker proved it held the run, just before the call): a system that accepts a
+    fencing token refuses a write carrying a smaller one than it has seen, so a worker that
+    was paused and lost the run cannot write behind its successor. ``deadline`` is the
+    attempt's hard deadline (start + timeout + lease TTL): the engine treats the attempt as
+    possibly in flight until then, so a tool should pass it on to systems that accept a
+    deadline and must not make its effect after it. Both are 0 / None for reads.
+    """
 
     run_id: str
     step: str
@@ -97,6 +107,8 @@ class ToolContext:
     idempotency_key: str
     cancel: CancelToken = field(default_factory=CancelToken)
     heartbeat: Callable[[], None] = lambda: None
+    fencing_token: int = 0
+    deadline: datetime.datetime | None = None
 
 
 @dataclass(frozen=True)

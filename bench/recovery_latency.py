@@ -1,13 +1,16 @@
-"""recovery_latency: SIGKILL the worker running a run; time until another worker commits.
+"""recovery_latency: kill or pause a BUSY worker mid-run; time until another worker goes on.
 
-Two real worker processes (``manage.py agentops worker``: a q2 cluster + the sweeper) serve
-the bench database. For each trial a run of slow steps starts; once a worker holds it, that
-worker's whole process group is killed, and the time until the run's next committed event
-written under a different lease owner is the recovery latency. The killed worker is
-restarted before the next trial. Default settings (lease TTL, sweep interval) apply.
+Three real worker hosts (``manage.py agentops worker``: a q2 cluster + the sweeper) serve
+the bench database, kept busy by ``BENCH_RUNS_PER_WORKER`` (default 20) slow runs each, so
+a recovered run competes with dozens of queued ones. Each trial picks a run being worked on,
+then either SIGKILLs its worker's whole process group (restarted after the trial) or
+SIGSTOPs it (a GC pause, a frozen VM; SIGCONT after the trial). The recovery latency is the
+time from the signal to the first committed unit of work of that run (an event other than
+a status change) written by another worker. Trials alternate kill and stop.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -22,41 +25,72 @@ from bench._common import engine_env  # noqa: E402
 
 engine_env(in_process=False)
 
-from bench._common import bench_url, django_boot, emit, log, percentiles  # noqa: E402
+from bench._common import (bench_url, commit_floor, django_boot, emit, log,  # noqa: E402
+                           percentiles)
 
 TRIALS = int(os.environ.get("BENCH_TRIALS", "20"))
+PER_WORKER = int(os.environ.get("BENCH_RUNS_PER_WORKER", "20"))
+HOSTS = 3
+_NOT_WORK = ("run.status", "run.recovered")
 
 
-def _spawn(tag: str) -> subprocess.Popen:
+def _spawn() -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": bench_url(), "AGENTOPS_AGENTS": "bench.agents",
-           "AGENTOPS_WORKERS": "1"}
+           "AGENTOPS_WORKERS": "1", "LOG_LEVEL": "ERROR"}
     return subprocess.Popen([sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
 
-def _holder(run_id, timeout: float = 30.0) -> tuple[str, int]:
+def _victim(ids: list, hosts: list[subprocess.Popen], timeout: float = 30.0):
+    """Return (run id, owner, host index, last seq) of a run being worked on now."""
     from runs.models import Run
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        row = Run.objects.filter(pk=run_id).values("status", "lease_owner", "last_seq").first()
-        if row["status"] == "running" and row["lease_owner"] and row["last_seq"] > 4:
-            return row["lease_owner"], row["last_seq"]
-        time.sleep(0.02)
-    raise RuntimeError(f"no worker picked up run {run_id} within {timeout}s")
+        for row in (Run.objects.filter(pk__in=ids, status="running").exclude(lease_owner="")
+                    .values("pk", "lease_owner", "last_seq")):
+            pid = int(row["lease_owner"].rsplit(":", 1)[1])
+            host = next((i for i, p in enumerate(hosts) if _in_group(pid, p.pid)), None)
+            if host is not None:
+                return row["pk"], row["lease_owner"], host, row["last_seq"]
+        time.sleep(0.05)
+    raise RuntimeError("no run is being worked on")
 
 
-def _next_commit_by_other(run_id, dead_owner: str, after_seq: int, timeout: float = 60.0) -> float:
-    from runs.models import Run
+def _next_unit_by_other(run_id, owner: str, after_seq: int, since: dt.datetime,
+                        timeout: float = 60.0) -> float:
+    from runs.models import Event, Run
 
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         row = Run.objects.filter(pk=run_id).values("lease_owner", "last_seq").first()
-        if row["last_seq"] > after_seq and row["lease_owner"] not in ("", dead_owner):
-            return time.monotonic() - start
+        if row["last_seq"] > after_seq:
+            ev = (Event.objects.filter(run_id=run_id, seq__gt=after_seq, at__gt=since)
+                  .exclude(type__in=_NOT_WORK).order_by("seq").values("at").first())
+            claimed_by_other = row["lease_owner"] not in ("", owner)
+            if ev is not None and claimed_by_other:
+                return (ev["at"] - since).total_seconds()
         time.sleep(0.02)
     raise RuntimeError(f"run {run_id} did not continue within {timeout}s")
+
+
+def _trial(n: int, ids: list, hosts: list[subprocess.Popen]) -> tuple[str, float]:
+    from django.utils import timezone
+
+    how = "kill" if n % 2 == 0 else "stop"
+    run_id, owner, host, seq = _victim(ids, hosts)
+    since = timezone.now()
+    os.killpg(hosts[host].pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+    try:
+        latency = _next_unit_by_other(run_id, owner, seq, since)
+    finally:
+        if how == "kill":
+            hosts[host].wait()
+            hosts[host] = _spawn()
+        else:
+            os.killpg(hosts[host].pid, signal.SIGCONT)
+    return how, latency
 
 
 def main() -> None:
@@ -65,35 +99,46 @@ def main() -> None:
 
     from runs.services import run_start
 
-    workers = {"a": _spawn("a"), "b": _spawn("b")}
-    latencies = []
+    floor = commit_floor(conninfo=bench_url())
+    log(f"PostgreSQL commit floor: {floor:.0f} commits/s")
+    _cancel_active()
+    hosts = [_spawn() for _ in range(HOSTS)]
+    by_kind: dict[str, list[float]] = {"kill": [], "stop": []}
     try:
-        time.sleep(3)
+        ids = [run_start(agent="bench-slow", goal=f"busy {i}", input={"steps": 100_000}).pk
+               for i in range(HOSTS * PER_WORKER)]
+        time.sleep(5)  # every host busy, the queue long
         for trial in range(TRIALS):
-            run = run_start(agent="bench-slow", goal="recover", input={"steps": 400})
-            owner, seq = _holder(run.pk)
-            pid = int(owner.rsplit(":", 1)[1])
-            victim = next(k for k, p in workers.items() if _in_group(pid, p.pid))
-            os.killpg(workers[victim].pid, signal.SIGKILL)
-            workers[victim].wait()
-            latencies.append(_next_commit_by_other(run.pk, owner, seq))
-            log(f"trial {trial + 1}: {latencies[-1]:.2f}s")
-            from runs.services import run_cancel
-
-            run.refresh_from_db()
-            run_cancel(run=run, reason="bench trial over")
-            workers[victim] = _spawn(victim)
+            how, latency = _trial(trial, ids, hosts)
+            by_kind[how].append(latency)
+            log(f"trial {trial + 1} ({how}): {latency:.2f}s")
+            time.sleep(1.5)  # a restarted host comes up; the resumed one settles
     finally:
-        for p in workers.values():
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    stats = percentiles(latencies)
-    emit("recovery_latency", {"trials": len(latencies), "p50_s": stats["p50"],
-                              "p99_s": stats["p99"], "max_s": stats["max"],
-                              "lease_ttl_s": settings.AGENTOPS_LEASE_TTL_S,
-                              "sweep_interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S})
+        for p in hosts:
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+        _cancel_active()
+    both = by_kind["kill"] + by_kind["stop"]
+    stats, kill, stop = percentiles(both), percentiles(by_kind["kill"]), percentiles(by_kind["stop"])
+    emit("recovery_latency", {
+        "trials": len(both), "busy_runs": HOSTS * PER_WORKER, "workers": HOSTS,
+        "p50_s": stats["p50"], "p99_s": stats["p99"], "max_s": stats["max"],
+        "kill_p50_s": kill.get("p50"), "kill_p99_s": kill.get("p99"),
+        "stop_p50_s": stop.get("p50"), "stop_p99_s": stop.get("p99"),
+        "lease_ttl_s": settings.AGENTOPS_LEASE_TTL_S,
+        "sweep_interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S,
+        "commit_floor_per_s": round(floor)})
+
+
+def _cancel_active() -> None:
+    from runs.models import Run
+    from runs.services import run_cancel
+
+    for run in Run.objects.filter(status__in=["queued", "running", "waiting"]):
+        run_cancel(run=run, reason="recovery bench over")
 
 
 def _in_group(pid: int, leader: int) -> bool:

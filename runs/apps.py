@@ -7,3 +7,20 @@ class RunsConfig(AppConfig):
 
     name = "runs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Name this process's PostgreSQL sessions after it (release on death, see sweeper)."""
+        from django.db.backends.signals import connection_created
+
+        connection_created.connect(_name_session, dispatch_uid="agentops-session-name")
+
+
+def _name_session(sender: object, connection: object, **kwargs: object) -> None:
+    # A lease owner is "host:pid" (runs.tasks.worker_name); a session named the same tells
+    # the sweeper the owner is alive. A killed process's sessions vanish with it.
+    if getattr(connection, "vendor", "") != "postgresql":
+        return
+    from runs.tasks import worker_name
+
+    with connection.cursor() as cur:  # type: ignore[attr-defined]
+        cur.execute("SELECT set_config('application_name', %s, false)", [worker_name()[:63]])

@@ -19,7 +19,7 @@ from django.db import DatabaseError, close_old_connections
 
 from agentops import clock
 from approvals.services import approvals_expire_due
-from runs.engine.recovery import runs_recover_expired, runs_requeue_stale
+from runs.engine.recovery import runs_recover_dead_owners, runs_recover_expired, runs_requeue_stale
 from runs.engine.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
 
@@ -30,6 +30,7 @@ log = logging.getLogger("agentops.sweeper")
 class SweepReport:
     """What one sweep did, by kind (run or approval ids)."""
 
+    dead: list[Any] = field(default_factory=list)
     recovered: list[Any] = field(default_factory=list)
     requeued: list[Any] = field(default_factory=list)
     timers: list[Any] = field(default_factory=list)
@@ -47,7 +48,7 @@ class SweepReport:
         return " ".join(f"{k}={len(v)}" for k, v in self.__dict__.items())
 
 
-_PARTS = (("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
+_PARTS = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
           ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out))
 

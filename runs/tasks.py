@@ -14,12 +14,23 @@ def worker_name() -> str:
 
 
 def tick(run_id: str) -> str:
-    """Run one tick of a run on this worker (a q2 task)."""
+    """Run one tick of a run on this worker (a q2 task).
+
+    A tick that yielded to a recovered run takes that run here and now: the q2 queue may
+    hold it behind many others, or in a dead worker's prefetch.
+    """
     from runs.engine.loop import run_tick
+    from runs.engine.transition import run_urgent_waiting
 
     outcome = run_tick(run_id, worker=worker_name())
-    if outcome == "slice_ended":
+    if outcome in ("slice_ended", "yielded"):
         enqueue_tick(run_id)
+    if outcome == "yielded":
+        urgent = run_urgent_waiting(other_than=run_id, grace_s=0)
+        if urgent is not None:
+            taken = run_tick(urgent, worker=worker_name())
+            if taken in ("slice_ended", "yielded"):
+                enqueue_tick(urgent)
     return outcome
 
 

@@ -15,6 +15,7 @@ from django.db import connection
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
+from ledger.errors import ToolTransient
 
 TABLE = "chaos_world"
 SLOW = (0.1, 0.7)
@@ -43,11 +44,20 @@ def world_rows() -> list[tuple[str, str, str]]:
         return list(cur.fetchall())
 
 
-def _effect(tool_name: str, key: str, arg: str, *, unique: bool = False) -> None:
+def _effect(tool_name: str, key: str, arg: str, *, unique: bool = False,
+            deadline=None) -> None:
+    """Record an effect; with ``deadline`` the world refuses it once that has passed.
+
+    Like a service honouring a request deadline (gRPC, most payment APIs): a write that a
+    paused worker sends after its attempt's hard deadline is refused, never applied late.
+    """
     with connection.cursor() as cur:
         conflict = " ON CONFLICT (key) WHERE tool = 'charge' DO NOTHING" if unique else ""
-        cur.execute(f"INSERT INTO {TABLE} (tool, key, arg) VALUES (%s, %s, %s){conflict}",
-                    [tool_name, key, arg])
+        cur.execute(f"INSERT INTO {TABLE} (tool, key, arg) SELECT %s, %s, %s "
+                    f"WHERE %s::timestamptz IS NULL OR now() < %s::timestamptz{conflict}",
+                    [tool_name, key, arg, deadline, deadline])
+        if not cur.rowcount and deadline is not None and not unique:
+            raise ToolTransient(f"{tool_name}: the request's deadline passed; nothing done")
 
 
 def _pause() -> None:
@@ -81,7 +91,7 @@ def _probe_ship(ctx, order: str) -> ToolResult | None:
 def ship(ctx, order: str) -> ToolResult:
     """Ship an order (not idempotent; the warehouse can be asked whether it shipped)."""
     _pause()
-    _effect("ship", ctx.idempotency_key, f"{ctx.run_id}:{order}")
+    _effect("ship", ctx.idempotency_key, f"{ctx.run_id}:{order}", deadline=ctx.deadline)
     _pause()
     return ToolResult(facts={"shipped": order}, summary=f"shipped {order}")
 
@@ -90,7 +100,7 @@ def ship(ctx, order: str) -> ToolResult:
 def email(ctx, to: str) -> ToolResult:
     """Send an email (no key, no probe: never safe to repeat)."""
     _pause()
-    _effect("email", ctx.idempotency_key, f"{ctx.run_id}:{to}")
+    _effect("email", ctx.idempotency_key, f"{ctx.run_id}:{to}", deadline=ctx.deadline)
     _pause()
     return ToolResult(facts={"sent_to": to}, summary=f"emailed {to}")
 
@@ -125,7 +135,16 @@ SCRIPTS = {
 }
 
 
+def _busy(sc):
+    """Keep a worker busy: a slow read per turn for ``turns`` turns."""
+    turns = int(sc.input.get("turns", 20))
+    return call("inspect", item=f"busy {sc.turn}") if sc.turn <= turns else say("done")
+
+
 def _register() -> None:
+    registry.register(Agent(name="chaos_busy", version="1", system_prompt="chaos test agent",
+                            tools=TOOLS, plan=[StepSpec("work")], max_turns_per_step=1000,
+                            model=lambda: ScriptedModel({"work": [_busy] * 1000})))
     for name, script in SCRIPTS.items():
         registry.register(Agent(
             name=name, version="1", system_prompt="chaos test agent", tools=TOOLS,

@@ -15,7 +15,7 @@ from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
-from runs.engine.jsonstate import check_json
+from runs.engine.jsonstate import check_json, strip_nul
 from runs.errors import NotJSONSerializable
 
 
@@ -55,7 +55,7 @@ def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
     raw = _scrubbed(raw, secrets)
     limit = settings.AGENTOPS_INLINE_RESULT_BYTES
     facts_text = json.dumps(raw.facts, ensure_ascii=False)
-    summary = raw.summary or ""
+    summary = strip_nul(raw.summary or "")  # text for the model: repaired, not refused
     if is_stream(raw.log):
         return _layer_streamed(raw, facts_text, summary, limit, secrets)
     log = raw.log.encode() if isinstance(raw.log, str) else (raw.log or b"")

@@ -15,6 +15,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     """Run a q2 cluster (and the sweeper thread) until SIGINT/SIGTERM; return an exit code."""
     if workers:
         settings.Q_CLUSTER["workers"] = workers
+    _idle_transactions_end()
     from django_q.cluster import Cluster
 
     stop = threading.Event()
@@ -46,6 +47,23 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     if thread is not None:
         thread.join(timeout=settings.AGENTOPS_SWEEP_INTERVAL_S + 5)
     return 0
+
+
+def _idle_transactions_end() -> None:
+    """Have PostgreSQL end a worker session left idle inside a transaction for long.
+
+    A worker paused (SIGSTOP, a frozen VM) inside a transaction would hold its row locks
+    until it woke: the sweeper skips locked runs, so its run would never be recovered. Set
+    before q2 forks, so every worker process connects with it; web processes keep the
+    database default.
+    """
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        return
+    ms = int(max(10.0, 3 * settings.AGENTOPS_LEASE_TTL_S) * 1000)
+    options = db.setdefault("OPTIONS", {})
+    flag = f"-c idle_in_transaction_session_timeout={ms}"
+    options["options"] = f"{options.get('options', '')} {flag}".strip()
 
 
 def _on_signal(stop: threading.Event) -> None:

@@ -79,6 +79,7 @@ def event_append(
     also: Iterable[Any] = (),
     touch: bool = True,
     secrets: Secrets | None = None,
+    owner: str = "",
 ) -> list[NewEvent]:
     """Append ``events`` to ``run`` and update its projection ``fields`` atomically.
 
@@ -91,14 +92,16 @@ def event_append(
     (ledger rows written with the events). Returns the events written (a keyed event
     already in the log is dropped). ``touch=False`` leaves ``updated_at`` alone (a
     lease holder stamps it with each lease renewal: an indexed column written on every unit
-    would make every Run update touch all of the table's indexes).
+    would make every Run update touch all of the table's indexes). ``owner`` (with
+    ``expected_version``) also requires ``lease_owner = owner``: the fence before a side
+    effect (runs.engine.toolrun).
     """
     fields = dict(fields or {})
     if "status" in fields:
         raise ValueError("status is written only by runs.engine.transition")
     if touch:
         fields.setdefault("updated_at", clock.now())
-    return _append(run, list(events), expected_version, fields, list(also), secrets)
+    return _append(run, list(events), expected_version, fields, list(also), secrets, owner)
 
 
 def _append(
@@ -108,18 +111,19 @@ def _append(
     fields: dict[str, Any],
     also: list[Any],
     secrets: Secrets | None = None,
+    owner: str = "",
 ) -> list[NewEvent]:
     if secrets is None:
         secrets = run_secrets(run.pk)
     events, fields = events_scrubbed(events, secrets), fields_scrubbed(fields, secrets)
     if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
         try:
-            return _write_one_statement(run, events, expected_version, fields, also)
+            return _write_one_statement(run, events, expected_version, fields, also, owner)
         except IntegrityError:
             pass  # the ORM path below sorts out keyed duplicates and raises the typed errors
     try:
         with transaction.atomic():
-            return _write(run, events, expected_version, fields, also)
+            return _write(run, events, expected_version, fields, also, owner)
     except IntegrityError:
         keyed = [e.key for e in events if e.key]
         if not keyed:
@@ -133,15 +137,15 @@ def _append(
         if not fresh and not fields and not also:
             return []
         with transaction.atomic():
-            return _write(run, fresh, expected_version, fields, also)
+            return _write(run, fresh, expected_version, fields, also, owner)
 
 
 def _write_one_statement(run: Run, events: list[NewEvent], expected_version: int,
-                         fields: dict[str, Any], also: list[Any]) -> list[NewEvent]:
+                         fields: dict[str, Any], also: list[Any], owner: str) -> list[NewEvent]:
     values = _run_values(run, fields, expected_version, len(events))
     if not unit_sql.unit_write(run=run, events=events, first_seq=run.last_seq + 1,
                                at=clock.now(), expected_version=expected_version,
-                               values=values, also=also):
+                               values=values, also=also, owner=owner):
         raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
     for name, value in values.items():
         setattr(run, name, value)
@@ -166,6 +170,7 @@ def _write(
     expected_version: int | None,
     fields: dict[str, Any],
     also: list[Any],
+    owner: str = "",
 ) -> list[NewEvent]:
     if expected_version is None:
         locked = (
@@ -180,7 +185,8 @@ def _write(
         expected_version = run.version
     now = clock.now()
     values = _run_values(run, fields, expected_version, len(events))
-    updated = Run.objects.filter(pk=run.pk, version=expected_version).update(**values)
+    match = {"lease_owner": owner} if owner else {}
+    updated = Run.objects.filter(pk=run.pk, version=expected_version, **match).update(**values)
     if updated != 1:
         raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
     rows = _event_rows(run, events, now)

@@ -17,13 +17,9 @@ def check_json(value: Any, path: str = "$") -> None:
     Strings with NUL characters are refused too: PostgreSQL's jsonb cannot store them.
     """
     if isinstance(value, str):
-        if "\x00" in value:
-            raise NotJSONSerializable(path, "string with a NUL character")
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise NotJSONSerializable(path, "string with an unpaired surrogate") from None
+        why = unstorable(value)
+        if why:
+            raise NotJSONSerializable(path, why)
         return
     if isinstance(value, _SCALARS):
         return
@@ -35,6 +31,9 @@ def check_json(value: Any, path: str = "$") -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise NotJSONSerializable(f"{path}.<key {k!r}>", type(k).__name__)
+            why = unstorable(k)
+            if why:
+                raise NotJSONSerializable(f"{path}.<key {k!r}>", why)
             check_json(v, f"{path}.{k}")
         return
     if isinstance(value, list):
@@ -42,6 +41,39 @@ def check_json(value: Any, path: str = "$") -> None:
             check_json(v, f"{path}[{i}]")
         return
     raise NotJSONSerializable(path, type(value).__name__)
+
+
+def unstorable(text: str) -> str:
+    """Return why PostgreSQL cannot store ``text`` (NUL, lone UTF-16 surrogate), else ""."""
+    if "\x00" in text:
+        return "string with a NUL character"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "string with an unpaired UTF-16 surrogate"
+    return ""
+
+
+def unstorable_path(value: Any, path: str = "$") -> tuple[str, str]:
+    """Return (key path, reason) of the first string in ``value`` (keys too) that PostgreSQL
+    cannot store, or ("", "") when there is none. Other values are not looked at."""
+    if isinstance(value, str):
+        why = unstorable(value)
+        return (path, why) if why else ("", "")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and unstorable(k):
+                return f"{path}.<key {k!r}>", unstorable(k)
+            found = unstorable_path(v, f"{path}.{k}")
+            if found[0]:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = unstorable_path(v, f"{path}[{i}]")
+            if found[0]:
+                return found
+    return "", ""
 
 
 def strip_nul(text: str) -> str:

@@ -22,7 +22,7 @@ from runs.engine.selfcheck import session_checked
 from runs.engine.session import RunSession
 from runs.engine.snapshots import load_state
 from runs.engine.toolrun import tool_phase
-from runs.engine.transition import run_claim, run_transition
+from runs.engine.transition import run_claim, run_transition, run_urgent_waiting
 from runs.engine.versions import agent_migrate
 from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
 from runs.event_types import EventType
@@ -42,14 +42,29 @@ def run_tick(run_id: object, *, worker: str, slice_s: float | None = None) -> st
         if session is None:
             return RunStatus.BLOCKED
         deadline = clock.monotonic() + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
+        look_at = clock.monotonic() + settings.AGENTOPS_YIELD_CHECK_S
         while not session.stopped:
-            if clock.monotonic() >= deadline:
+            now = clock.monotonic()
+            if now >= deadline:
                 session.commit([], to=RunStatus.QUEUED, reason="slice_ended")
                 return "slice_ended"
+            if now >= look_at:
+                look_at = now + settings.AGENTOPS_YIELD_CHECK_S
+                if _overdue_elsewhere(run):
+                    session.commit([], to=RunStatus.QUEUED, reason="yielded")
+                    return "yielded"
             unit(session)
         return session.outcome
     except LeaseLost:
         return "lease_lost"
+
+
+def _overdue_elsewhere(run: Run) -> bool:
+    """Return True when a recovered run has waited past the grace for a worker."""
+    if not settings.AGENTOPS_ENQUEUE_TICKS:
+        return False  # ticks driven in process (tests, --inline): nobody else to yield to
+    return run_urgent_waiting(other_than=run.pk,
+                              grace_s=settings.AGENTOPS_URGENT_GRACE_S) is not None
 
 
 def session_open(run: Run, worker: str) -> RunSession | None:

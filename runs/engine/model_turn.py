@@ -6,7 +6,6 @@ When every call is a plain read, they run first and the whole turn commits once.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +21,7 @@ from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
-from runs.engine.jsonstate import strip_nul
+from runs.engine.jsonstate import strip_nul, unstorable_path
 from runs.engine.leases import lease_kept
 from runs.engine.outcomes import block, retry_later
 from runs.engine.session import RunSession
@@ -69,15 +68,26 @@ def model_turn(session: RunSession, step: str) -> None:
 
 
 def _clean(reply: ModelReply) -> ModelReply:
-    """Return ``reply`` with NUL characters replaced (the log cannot store them)."""
+    """Return ``reply`` with NUL characters and lone surrogates replaced in its free text.
+
+    Tool-call arguments are JSON the engine stores as given: unstorable strings there are
+    refused as invalid output (``_unstorable_call``), not repaired behind the model's back.
+    """
     text = strip_nul(reply.text or "")
-    raw = json.dumps([c.arguments for c in reply.tool_calls])
-    if text == reply.text and "\\u0000" not in raw:
+    names = [strip_nul(c.name) for c in reply.tool_calls]
+    if text == reply.text and names == [c.name for c in reply.tool_calls]:
         return reply
-    args = json.loads(raw.replace("\\u0000", "\\ufffd"))
-    calls = tuple(dataclasses.replace(c, arguments=a, name=strip_nul(c.name))
-                  for c, a in zip(reply.tool_calls, args))
+    calls = tuple(dataclasses.replace(c, name=n) for c, n in zip(reply.tool_calls, names))
     return dataclasses.replace(reply, text=text, tool_calls=calls)
+
+
+def _unstorable_call(reply: ModelReply) -> str:
+    """Return where a tool call's arguments hold a string PostgreSQL cannot store, or ""."""
+    for i, c in enumerate(reply.tool_calls):
+        path, why = unstorable_path(c.arguments, f"tool_calls[{i}].arguments")
+        if path:
+            return f"{why} at {path} ({c.name})"
+    return ""
 
 
 def _requested(s: dict[str, Any]) -> bool:
@@ -124,6 +134,11 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     if reply.finish_reason == "length" and (not reply.tool_calls or any(
             c.arguments is None for c in reply.tool_calls)):
         _invalid_output(session, step, turn, usage, "the reply was cut off (finish_reason=length)")
+        return
+    unstorable = _unstorable_call(reply)
+    if unstorable:
+        _invalid_output(session, step, turn, usage, f"the reply holds a {unstorable}; send "
+                        "arguments as valid UTF-8 JSON")
         return
     if step == PLAN_STEP:
         _record_plan(session, turn, reply, usage)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from agentops import clock
 from runs.engine import reducer
@@ -33,13 +33,43 @@ def runs_recover_expired(*, limit: int = 100) -> list[Any]:
     return recovered
 
 
-def _recover_one(run_id: Any) -> bool:
+def runs_recover_dead_owners(*, limit: int = 100) -> list[Any]:
+    """Re-queue at once the runs whose lease owner's process is gone; return their ids.
+
+    Release on death: a worker names its PostgreSQL sessions after itself (``host:pid``,
+    runs.apps), so a killed worker's sessions vanish with it and its runs need not wait for
+    their leases to expire. A paused worker keeps its sessions: its runs wait out the TTL.
+    Only owners named like workers are judged; on other databases this does nothing.
+    """
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cur:
+        cur.execute(_DEAD_OWNERS_SQL, [RunStatus.RUNNING, limit])
+        rows = cur.fetchall()
+    recovered = []
+    for run_id, owner in rows:
+        if _recover_one(run_id, dead_owner=owner):
+            recovered.append(run_id)
+    return recovered
+
+
+# application_name holds at most 63 bytes: compare the owner's first 63 characters.
+_DEAD_OWNERS_SQL = (
+    "SELECT id, lease_owner FROM runs_run WHERE status = %s AND lease_owner ~ ':[0-9]+$' "
+    "AND left(lease_owner, 63) NOT IN (SELECT application_name FROM pg_stat_activity "
+    "WHERE application_name <> '') LIMIT %s")
+
+
+def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
     with transaction.atomic():
         run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
         # skip_locked: another sweeper holds this run right now and will handle it.
         if run is None or run.status != RunStatus.RUNNING:
             return False
-        if run.lease_expires_at is None or run.lease_expires_at >= clock.now():
+        if dead_owner:
+            if run.lease_owner != dead_owner:
+                return False  # claimed again since the sweep looked
+        elif run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
         count = run.recoveries + 1
         event = NewEvent(EventType.RUN_RECOVERED, {"recoveries": count, "lost_owner": run.lease_owner})
@@ -54,8 +84,10 @@ def _recover_one(run_id: Any) -> bool:
                                fields={**fields, "recoveries": count},
                                expected_version=run.version)
                 return False
+            # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.loop).
             run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
-                           fields={"recoveries": count}, expected_version=run.version)
+                           fields={"recoveries": count, "urgent": True},
+                           expected_version=run.version)
         except IllegalTransition:
             return False
     from runs.services import run_enqueue

@@ -88,8 +88,14 @@ class RunSession:
         fields: dict[str, Any] | None = None,
         also: Sequence[Callable[[], Any]] = (),
         milestone: str = "",
+        fence: bool = False,
     ) -> None:
-        """Apply ``events`` to the state and commit them (and a status change) as one unit."""
+        """Apply ``events`` to the state and commit them (and a status change) as one unit.
+
+        ``fence``: this unit opens side effects. It commits only while this worker still
+        holds the lease (version and owner checked in the same statement) and renews the
+        lease in full, so the effects start with a whole TTL of lease ahead of them.
+        """
         seq = self.run.last_seq
         # Scrubbed before the state sees them: snapshots are made from this state.
         written = events_scrubbed(events, self.secrets)
@@ -104,7 +110,7 @@ class RunSession:
             reducer.apply(self.state, {"seq": seq, "type": "run.status", "data": {"to": to}})
         values = {**self.projection(), **(fields or {})}
         if to is None or to == RunStatus.RUNNING:
-            values.update(self._lease_renewal())
+            values.update(self._lease_renewal(force=fence))
         extra = list(also)
         extra.extend(step_rows_writers(self.run.pk, written, self.state, before))
         phase = milestone or ("rest" if to in _REST else "")
@@ -112,7 +118,8 @@ class RunSession:
             extra.append(self._snapshot(phase or "periodic"))
         if to is None:
             event_append(run=self.run, events=written, expected_version=self.run.version,
-                         fields=values, also=extra, touch=False, secrets=self.secrets)
+                         fields=values, also=extra, touch=False, secrets=self.secrets,
+                         owner=self.worker if fence else "")
         else:
             run_transition(self.run, to, reason=reason, detail=self.secrets.scrub_text(detail),
                            events=written, fields=values, expected_version=self.run.version,
@@ -121,7 +128,7 @@ class RunSession:
                 self.stopped = True
                 self.outcome = to
 
-    def _lease_renewal(self) -> dict[str, Any]:
+    def _lease_renewal(self, *, force: bool = False) -> dict[str, Any]:
         """Return the lease columns to write with this unit: none while the lease is fresh.
 
         Units commit every few milliseconds; pushing the expiry (and ``updated_at``) forward
@@ -132,7 +139,7 @@ class RunSession:
         ttl = settings.AGENTOPS_LEASE_TTL_S
         now = clock.now()
         expires = self.run.lease_expires_at
-        if expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:
+        if not force and expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:
             return {}
         return {"lease_expires_at": now + dt.timedelta(seconds=ttl), "updated_at": now}
 

@@ -37,6 +37,8 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
     n = ctx.attempt
     if outcome.ambiguous and spec.probe is not None:
         outcome = probe_call(spec, ctx, args, outcome)
+        if _maybe_in_flight(spec, ctx, outcome):
+            return _recheck(call, n, ctx)
     if outcome.ok:
         return _succeeded(call, n, outcome, started, worker)
     attempt = _attempt(call, n, outcome, started, worker)
@@ -64,6 +66,23 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
     return Settlement(call, S.FAILED, {"attempts": n, "error_class": category,
                                        "error": outcome.message[:500], "finished_at": clock.now()},
                       [ev], attempt, "block", category=category, detail=detail)
+
+
+def _maybe_in_flight(spec: ToolSpec, ctx: ToolContext, outcome: Outcome) -> bool:
+    """Return True when a probe found nothing but the attempt may still make its effect.
+
+    Only for writes that are not idempotent: repeating an idempotent one is safe anyway.
+    """
+    return (not outcome.ok and not outcome.ambiguous and not spec.idempotent
+            and ctx.deadline is not None and clock.now() < ctx.deadline)
+
+
+def _recheck(call: ToolCall, n: int, ctx: ToolContext) -> Settlement:
+    detail = (f"{call.tool} ({call.tool_call_id}) attempt {n} may still be in flight; "
+              f"its probe found nothing, so it is probed again after its hard deadline "
+              f"{ctx.deadline.isoformat()} before any retry")
+    return Settlement(call, S.RUNNING, {}, [], None, "recheck", ctx.deadline,
+                      "in_doubt", detail)
 
 
 def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,

@@ -1,13 +1,17 @@
 """The tool phase: run the step's open calls, record their outcomes, decide what comes next.
 
-Reads and idempotent writes run straight away (a crash just runs them again); a write that
-is not idempotent is marked ``running`` in its own commit first, so a dead worker's call is
-recognised on recovery and probed or reported as unknown, never silently repeated.
+Reads run straight away (a crash just runs them again). Every write is fenced first: its
+attempt is marked ``running`` in a commit that checks this worker still holds the lease
+(runs.engine.fencing), so a dead or paused worker's call is recognised on recovery and
+repeated (idempotent), probed once it can no longer be in flight, or reported as unknown;
+never silently repeated.
 """
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
+
+from django.conf import settings
 
 from agentops import clock
 from agentops.tools import ToolContext
@@ -26,6 +30,7 @@ from ledger.services.record import (
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent
+from runs.engine.fencing import attempt_started, hard_deadline
 from runs.engine.leases import heartbeat_for, lease_kept
 from runs.engine.outcomes import block, go_unknown, wait
 from runs.engine.parking import (
@@ -94,12 +99,16 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
             return
     if not new_rows and not limits_gate(session, step, calls):
         return
-    unsafe = [c for c in calls if c.effect == "write" and not c.idempotent]
-    if unsafe:
-        _mark_running(session, calls, unsafe, events, new_rows)
+    writes = [c for c in calls if c.effect == "write"]
+    if writes:
+        _mark_running(session, calls, writes, events, new_rows)
         events, new_rows = [], False
+    fenced_at = clock.monotonic()
     jobs = [_job(session, step, c) for c in calls]
     started = clock.now()
+    if writes and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
+        # Paused between the fence and the dispatch: the hard deadline no longer holds.
+        raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
     with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs]):
         outcomes = run_calls([(parkable(session.agent.tool(c.tool)), ctx, args)
                               for c, ctx, args in jobs], session.secrets)
@@ -119,11 +128,16 @@ def _job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, Tool
     ctx = ToolContext(run_id=str(session.run.pk), step=step, tool_call_id=call.tool_call_id,
                       attempt=call.attempts + 1, idempotency_key=call.idempotency_key)
     ctx.heartbeat = heartbeat_for(session.run, session.worker, [ctx.cancel])
+    opened_at = getattr(call, "opened_at", None)
+    if opened_at is not None:
+        ctx.fencing_token = session.run.version
+        ctx.deadline = hard_deadline(session.agent.tool(call.tool), opened_at)
     return call, ctx, args
 
 
 def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolCall],
                   events: list[NewEvent], new_rows: bool) -> None:
+    """Open an attempt of each write in one fenced commit (lease proven, then renewed)."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
@@ -139,9 +153,10 @@ def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolC
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs, also=also)
+    session.commit(evs, also=also, fence=True)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
+        a.tool_call.opened_at = now
 
 
 def _record(session: RunSession, step: str, settled: list[Settlement], events: list[NewEvent],
@@ -170,7 +185,9 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
             also: list[Any]) -> None:
     unknown = [s for s in settled if s.next == "unknown"]
     blocked = [s for s in settled if s.next == "block"]
-    retry = [s for s in settled if s.next == "retry"]
+    # "recheck": a probe found nothing while the attempt may still be in flight; the call
+    # stays running and is probed again once its hard deadline has passed.
+    retry = [s for s in settled if s.next in ("retry", "recheck")]
     parked = [s for s in settled if s.next == "park"]
     if unknown:
         s = unknown[0]
@@ -184,8 +201,11 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
         park_commit(session, parked[0], evs, also)
     elif retry and min(s.retry_at for s in retry) > clock.now() + dt.timedelta(seconds=0.05):
         until = min(s.retry_at for s in retry)
+        first = min(retry, key=lambda s: s.retry_at)
+        reason = (f"retry {first.call.tool} after {first.category}" if first.next == "retry"
+                  else first.detail)
         wait(session, kind="timer", until=until, events=evs, also=also,
-             data={"reason": f"retry {retry[0].call.tool} after {retry[0].category}", "step": step})
+             data={"reason": reason, "step": step})
     else:
         if not retry and not _open_in_step(session, step, settled):
             evs.append(NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": session.state["turn"] + 1}))
@@ -211,27 +231,40 @@ def _commit_rows_then(session: RunSession, calls: list[ToolCall], events: list[N
 
 
 def _reconcile(session: RunSession, call: ToolCall) -> None:
-    """Settle a call a dead worker left ``running``: repeat if safe, probe, or unknown."""
+    """Settle a call left ``running`` (a dead or paused worker's, or one in doubt).
+
+    Safe to repeat → run it again (same key). No probe → ``unknown``. A probe → ask the
+    world; "not found" counts as "not done" only after the attempt's hard deadline.
+    """
     spec = session.agent.tool(call.tool)
+    n = call.attempts + 1
     if spec.safe_to_repeat:
-        toolcall_update(call, S.PENDING)()
+        session.commit([NewEvent(EventType.TOOL_ATTEMPT_FAILED, {
+            "id": call.tool_call_id, "attempt": n, "category": "worker_lost", "delay_s": 0},
+                                 tool_call_id=call.tool_call_id, attempt=n)],
+                       also=[toolcall_update(call, S.PENDING, attempts=n),
+                             attempt_finish(call, n, S.TIMED_OUT, error_class="worker_lost",
+                                            error="the worker running it was lost")])
         return
     if spec.probe is None:
         go_unknown(session, tool=call.tool, tool_call_id=call.tool_call_id,
                    detail=f"{call.tool} ({call.tool_call_id}) was running when its worker died; "
                           "it has no probe, so only a person can say whether it happened",
                    events=[NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id,
-                                                     "attempt": call.attempts + 1,
+                                                     "attempt": n,
                                                      "category": "worker_lost"},
                                     tool_call_id=call.tool_call_id)],
-                   also=[toolcall_update(call, S.UNKNOWN, attempts=call.attempts + 1),
-                         attempt_finish(call, call.attempts + 1, S.UNKNOWN)])
+                   also=[toolcall_update(call, S.UNKNOWN, attempts=n),
+                         attempt_finish(call, n, S.UNKNOWN, error_class="worker_lost")])
         return
     _, ctx, args = _job(session, call.step_key, call)
-    lost = Outcome("timed_out", category="worker_lost", message="worker died mid-call",
+    started = attempt_started(call, n)
+    ctx.fencing_token = session.run.version
+    ctx.deadline = hard_deadline(spec, started)
+    lost = Outcome("timed_out", category="worker_lost", message="worker lost mid-call",
                    retryable=True, ambiguous=True)
-    call.opened_attempt = call.attempts + 1
-    st = settle(call, spec, ctx, args, lost, clock.now(), session.worker)
+    call.opened_attempt = n
+    st = settle(call, spec, ctx, args, lost, started, session.worker)
     _record(session, call.step_key, [st], [], False)
 
 

@@ -74,6 +74,7 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
             status=RunStatus.RUNNING,
             lease_owner=owner,
             lease_expires_at=now + dt.timedelta(seconds=ttl_s),
+            urgent=False,
         )
         if not claimed:
             return None
@@ -85,6 +86,17 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
         _append(run, [event], run.version, fields, [])
     return run
 
+
+
+def run_urgent_waiting(*, other_than: Any, grace_s: float) -> Any:
+    """Return the id of a recovered run queued for over ``grace_s`` (not ``other_than``), or None.
+
+    The grace lets an idle worker take it through the queue first; after it, a busy worker
+    yields its own run and takes this one (runs.tasks.tick).
+    """
+    cutoff = clock.now() - dt.timedelta(seconds=grace_s)
+    return (Run.objects.filter(status=RunStatus.QUEUED, urgent=True, updated_at__lt=cutoff)
+            .exclude(pk=other_than).order_by("updated_at").values_list("pk", flat=True).first())
 
 
 def _lock(run: Run) -> None:

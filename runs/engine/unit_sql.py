@@ -110,15 +110,17 @@ def foldable(also: Sequence[Any]) -> bool:
 
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
-               expected_version: int, values: dict[str, Any], also: Sequence[Any]) -> bool:
+               expected_version: int, values: dict[str, Any], also: Sequence[Any],
+               owner: str = "") -> bool:
     """Write the unit in one statement; return False when the version check failed.
 
-    ``events`` are runs.engine.events.NewEvent, numbered from ``first_seq``.
+    ``events`` are runs.engine.events.NewEvent, numbered from ``first_seq``. With ``owner``
+    the run must also still be leased to it (the fence before a side effect).
     """
     db = connections[DEFAULT_DB_ALIAS]
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
     params = [_prep(Run, name, value, db) for name, value in values.items()]
-    params += [run.pk, expected_version]
+    params += [run.pk, expected_version] + ([owner] if owner else [])
     shape: list[tuple] = []
     inserted: list[type[Model]] = []
     keyed: list[tuple[int, RowsInsert]] = []  # inserts whose new ids come back (by position)
@@ -138,7 +140,7 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
             shape.append(("u", op.model, tuple(op.values), tuple(op.where)))
             params += [_prep(op.model, k, v, db) for k, v in op.values.items()]
             params += [_prep(op.model, k, v, db) for k, v in op.where.items()]
-    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed))
+    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
     row = _execute(db, sql, params)
     if row[0] != 1:
         return False
@@ -186,11 +188,12 @@ def _field(model: type[Model], name: str) -> tuple[Any, bool]:
 
 @cache
 def _statement(run_fields: tuple[str, ...], shape: tuple[tuple, ...],
-               keyed: tuple[int, ...]) -> str:
+               keyed: tuple[int, ...], fenced: bool = False) -> str:
     """Return the SQL of a unit of this shape (the same few shapes repeat: cached)."""
     sets = ", ".join(f"{_q(Run._meta.get_field(n).column)} = %s" for n in run_fields)
+    owner = f" AND {_q('lease_owner')} = %s" if fenced else ""
     ctes = [f"r AS (UPDATE {_q(Run._meta.db_table)} SET {sets} "
-            f"WHERE {_q('id')} = %s AND {_q('version')} = %s RETURNING {_q('id')})"]
+            f"WHERE {_q('id')} = %s AND {_q('version')} = %s{owner} RETURNING {_q('id')})"]
     names: dict[type[Model], str] = {}
     for i, part in enumerate(shape):
         name = f"w{i}"

@@ -52,6 +52,8 @@ class Run(models.Model):
     version = models.BigIntegerField(default=0)
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    urgent = models.BooleanField(
+        default=False, help_text="queued after losing its worker: busy workers yield to it")
 
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
@@ -95,6 +97,11 @@ class Run(models.Model):
                 include=["id"],
                 name="run_attention_counts",
                 condition=Q(status__in=sorted(s.value for s in ATTENTION)),
+            ),
+            models.Index(
+                fields=["updated_at"],
+                name="run_urgent_queued",
+                condition=Q(status=RunStatus.QUEUED, urgent=True),
             ),
             models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
             models.Index(fields=["attention_signature"], name="run_signature"),

@@ -1,4 +1,8 @@
-"""Chaos: real worker processes SIGKILLed at random while ~50 mixed runs execute.
+"""Chaos: real worker processes SIGKILLed or SIGSTOPped at random while ~50 mixed runs execute.
+
+Every other blow is a pause (SIGSTOP longer than the lease TTL, then SIGCONT): the paused
+host wakes up believing it still holds its runs, mid-call, while another host has taken
+them over. The hosts are busy: 50 runs on 6 worker processes.
 
 Afterwards every run is terminal or waiting for a person, none is lost, no idempotent or
 probeable side effect happened twice, every ambiguous unsafe write is ``unknown``, and every
@@ -26,6 +30,7 @@ from runs.statuses import ATTENTION, TERMINAL
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 RUNS = 50
+BUSY = 12  # long runs started first: every worker process has more work than it can do
 CHAOS_S = 60
 SETTLE_S = 30
 AGENTS = ["chaos_read", "chaos_idem", "chaos_probe", "chaos_unsafe", "chaos_approval",
@@ -55,6 +60,7 @@ def workers(world, tmp_path):
         w.start()
     yield hosts
     for w in hosts:
+        w.resume()
         w.stop()
 
 
@@ -72,16 +78,19 @@ def test_runs_survive_killed_workers(world, workers):
             ids.append(run_start(agent=AGENTS[i % len(AGENTS)], goal=f"chaos {i}",
                                  input={"order": f"o{i}"}).pk)
 
+    busy = [run_start(agent="chaos_busy", goal=f"busy {i}", input={"turns": 25}).pk
+            for i in range(BUSY)]
     began = time.monotonic()
     kills = _chaos(workers, rng, until=began + CHAOS_S, submit=submit, ids=ids)
+    ids.extend(busy)
     _settle(set(ids), until=time.monotonic() + SETTLE_S)
     for w in workers:
         w.stop()
 
     runs = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
-    assert len(runs) == RUNS, "a run was lost"
+    assert len(runs) == RUNS + BUSY, "a run was lost"
     statuses = Counter(r.status for r in runs.values())
-    print(f"\nfinal statuses: {dict(statuses)}; kills: {len(kills)}")
+    print(f"\nfinal statuses: {dict(statuses)}; kills and pauses: {len(kills)}")
     stuck = [(str(r.pk)[:8], r.agent_name, r.status) for r in runs.values()
              if r.status not in TERMINAL | ATTENTION]
     assert not stuck, f"runs neither terminal nor needing a person: {stuck}"
@@ -102,18 +111,23 @@ def _chaos(workers, rng, *, until: float, submit, ids: list) -> list[tuple[dt.da
     while time.monotonic() < until:
         submit()
         _decide_approvals(rng)
-        if len(ids) == RUNS and not Run.objects.filter(pk__in=ids).exclude(
+        if len(ids) >= RUNS and not Run.objects.filter(pk__in=ids).exclude(
                 status__in=list(TERMINAL | ATTENTION)).exists():
             break
         if time.monotonic() >= next_kill:
             victim = rng.choice(workers)
             owners = {f"{_host()}:{pid}" for pid in victim.pids()}
-            victim.kill()
+            pause = len(kills) % 2 == 1
+            victim.pause() if pause else victim.kill()
             held = set(Run.objects.filter(status="running", lease_owner__in=owners)
                        .values_list("pk", flat=True))
             kills.append((timezone.now(), {str(i) for i in held}))
-            time.sleep(rng.uniform(0.5, 2.0))
-            victim.start()
+            if pause:
+                time.sleep(rng.uniform(3.5, 5.0))  # past the 3 s lease: others take over
+                victim.resume()
+            else:
+                time.sleep(rng.uniform(0.5, 2.0))
+                victim.start()
             next_kill = time.monotonic() + rng.uniform(3, 6)
         time.sleep(0.3)
     return kills

@@ -23,23 +23,26 @@ def worker_env(**extra: str) -> dict[str, str]:
                AGENTOPS_LEASE_TTL_S=str(settings.AGENTOPS_LEASE_TTL_S),
                AGENTOPS_SWEEP_INTERVAL_S=str(settings.AGENTOPS_SWEEP_INTERVAL_S),
                AGENTOPS_TICK_SLICE_S="5", AGENTOPS_BACKOFF_BASE_S="0.2",
-               AGENTOPS_BACKOFF_CAP_S="2", LOG_LEVEL="ERROR", PYTHONUNBUFFERED="1", **extra)
+               AGENTOPS_BACKOFF_CAP_S="2", AGENTOPS_TOOL_TIMEOUT_S="2", LOG_LEVEL="ERROR",
+               PYTHONUNBUFFERED="1", **extra)
     return env
 
 
 class Worker:
     """One worker host: a process group we can SIGKILL whole and start again."""
 
-    def __init__(self, name: str, log_dir: Path) -> None:
+    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.name, self.log_dir, self.proc = name, log_dir, None
         self.starts = 0
+        self.env = env or {}
 
     def start(self) -> None:
         """Start the worker in its own process group."""
         self.starts += 1
         log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT, env=worker_env(),
+            [sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
+            env={**worker_env(), **self.env},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def pids(self) -> set[int]:
@@ -55,6 +58,17 @@ class Worker:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=10)
+
+    def pause(self) -> None:
+        """SIGSTOP the whole group: a GC pause or a frozen VM; it keeps its connections."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the group (after ``pause``); harmless on a running or dead one."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        except (ProcessLookupError, TypeError, AttributeError):
+            pass
 
     def stop(self) -> None:
         """Stop the worker (SIGTERM, then SIGKILL)."""

@@ -141,6 +141,31 @@ def test_a_malformed_wait_does_not_stop_the_sweeper_recovering_others(engine):
                                           lease_expires_at=dt.datetime(2000, 1, 1,
                                                                        tzinfo=dt.timezone.utc))
     report = sweep_once()
-    assert lost.pk in report.recovered
+    # On PostgreSQL the owner's missing session recovers it first (release on death).
+    assert lost.pk in report.recovered + report.dead
     lost.refresh_from_db()
     assert lost.status == "queued" and lost.recoveries == 1
+
+
+@pytest.mark.postgres
+def test_a_run_whose_owner_process_is_gone_is_recovered_before_its_lease_expires(engine):
+    """Release on death: no session named after the owner means the owner is dead."""
+    import datetime as dt
+
+    from agentops import clock
+    from runs.models import Run
+    from runs.tasks import worker_name
+    from tests.factories import make_run
+
+    fresh = clock.now() + dt.timedelta(seconds=60)
+    dead, alive = make_run(), make_run()
+    Run.objects.filter(pk=dead.pk).update(status="running", lease_owner="gone-host:4000000",
+                                          lease_expires_at=fresh)
+    Run.objects.filter(pk=alive.pk).update(status="running", lease_owner=worker_name(),
+                                           lease_expires_at=fresh)
+    report = sweep_once()
+    assert report.dead == [dead.pk]
+    dead.refresh_from_db()
+    alive.refresh_from_db()
+    assert (dead.status, dead.urgent, dead.recoveries) == ("queued", True, 1)
+    assert alive.status == "running"
