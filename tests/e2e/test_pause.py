@@ -8,8 +8,6 @@ world sees at most one effect, and the write with neither key nor probe ends ``u
 """
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
