@@ -98,6 +98,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "agentops.context_processors.console",
             ],
         },
     },
@@ -212,6 +213,8 @@ AGENTOPS_MODEL_API_KEY = os.environ.get("AGENTOPS_MODEL_API_KEY", "")
 AGENTOPS_MODEL_NAME = os.environ.get("AGENTOPS_MODEL_NAME", "")
 AGENTOPS_MODEL_TIMEOUT_S = _env_float("AGENTOPS_MODEL_TIMEOUT_S", 60.0)
 AGENTOPS_MODEL_CONTEXT_WINDOW = _env_int("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)
+# Console pages poll every N seconds as a fallback to live updates over websockets; 0 = off.
+AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 

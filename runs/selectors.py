@@ -233,6 +233,28 @@ def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:
                 .order_by("-seq")[:limit])
 
 
+def run_change_note(*, run: Run, since_seq: int | None) -> str:
+    """Return who changed ``run`` after event ``since_seq`` and when ("alice retried this run 4 s ago")."""
+    from runs.live import action_phrase
+
+    first_new = (Event.objects.filter(run_id=run.pk, seq__gt=since_seq or 0)
+                 .order_by("seq").values_list("at", flat=True).first())
+    row = (Intervention.objects.filter(run_id=run.pk, at__gte=first_new).order_by("-at", "-id")
+           .first() if first_new else None)
+    if row is not None:
+        return f"{action_phrase(row.action, row.actor_name)} {_ago(row.at)}"
+    if first_new is None:
+        return ""
+    return f"the engine moved this run on (now {run.status}) {_ago(run.updated_at)}"
+
+
+def _ago(at: dt.datetime) -> str:
+    seconds = max(0, int((clock.now() - at).total_seconds()))
+    if seconds < 90:
+        return f"{seconds} s ago"
+    return f"{seconds // 60} min ago" if seconds < 5400 else f"{seconds // 3600} h ago"
+
+
 def interventions_for_run(*, run_id: Any, limit: int = 50) -> list[Intervention]:
     """Return the newest audit rows of a run."""
     return list(Intervention.objects.filter(run_id=run_id).order_by("-at", "-id")[:limit])

@@ -19,6 +19,7 @@ from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
+from runs.live import live_run_changed
 from runs.models import Event, Run
 
 
@@ -79,6 +80,23 @@ def event_append(
 
 
 def _append(
+    run: Run,
+    events: list[NewEvent],
+    expected_version: int | None,
+    fields: dict[str, Any],
+    also: list[Any],
+) -> list[NewEvent]:
+    written = _append_rows(run, events, expected_version, fields, also)
+    status = fields.get("status")
+    for e in events:
+        if e.type == EventType.RUN_STATUS:
+            status = e.data.get("to", status)
+    actor = next((e.actor for e in reversed(events) if e.actor), "")
+    live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None)
+    return written
+
+
+def _append_rows(
     run: Run,
     events: list[NewEvent],
     expected_version: int | None,
