@@ -18,6 +18,7 @@ from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.paging import page_tools
 from runs.engine import context as ctx
+from runs.engine import telemetry
 from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
@@ -63,8 +64,11 @@ def model_turn(session: RunSession, step: str) -> None:
         with lease_kept(session.run, session.worker, []):
             reply = session.model().complete(messages=messages, tools=tools)
     except ModelError as err:
+        telemetry.model_called(session.agent.name, err.category)
         _model_failed(session, step, err)
         return
+    telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
+                           cost_micros=reply.usage.cost_micros)
     _record_reply(session, step, _clean(reply))
 
 

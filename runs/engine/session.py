@@ -18,7 +18,7 @@ from agentops import clock
 from agentops.agents import Agent
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
-from runs.engine import reducer
+from runs.engine import reducer, telemetry
 from runs.engine.events import NewEvent, event_append
 from runs.engine.snapshots import snapshot_build
 from runs.engine.steps import step_rows_writers, step_statuses
@@ -68,6 +68,8 @@ class RunSession:
     calls: dict[str, Any] = field(default_factory=dict)
     # Recent turns' model messages and fact lines (runs.engine.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
+    # When each step this session started began (step latency, runs.engine.telemetry).
+    step_started: dict[str, dt.datetime] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
@@ -114,6 +116,7 @@ class RunSession:
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
+        telemetry.events_committed(self, written)
 
     def _lease_renewal(self) -> dict[str, Any]:
         """Return the lease columns to write with this unit: none while the lease is fresh.

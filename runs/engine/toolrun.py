@@ -24,6 +24,7 @@ from ledger.services.record import (
     toolcalls_insert,
 )
 from ledger.statuses import ToolCallStatus as S
+from runs.engine import telemetry
 from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent
 from runs.engine.leases import heartbeat_for, lease_kept
@@ -106,6 +107,7 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     settled = [parked_settlement(session, c, ctx)
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
+    telemetry.tools_settled(settled, started)
     try:
         _record(session, step, settled, events, new_rows)
     except LeaseLost:
