@@ -45,6 +45,15 @@ def budget_policy_save(*, form: ModelForm, actor: Any) -> Any:
                           label="agent_name")
 
 
+def model_price_save(*, form: ModelForm, actor: Any) -> Any:
+    """Save a valid ModelPriceForm, audit it as ``settings.model_price``; workers see it soon."""
+    from runs.engine.prices import prices_forget
+
+    obj = _settings_save(form=form, actor=actor, action="settings.model_price", label="model")
+    prices_forget()  # this process at once; workers' caches expire within seconds
+    return obj
+
+
 def tool_limit_save(*, form: ModelForm, actor: Any) -> Any:
     """Save a valid ToolLimitForm and audit it as ``settings.tool_limit``."""
     return _settings_save(form=form, actor=actor, action="settings.tool_limit", label="tool")

@@ -10,14 +10,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
 
 from agentops import clock
 from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
 from runs.errors import RunNotFound
-from runs.models import Event, Run, Snapshot, Step
+from runs.models import Event, ModelPrice, Run, Snapshot, Step
 from runs.statuses import ATTENTION, RunStatus, WaitKind
 
 PAGE_SIZE = 50
@@ -231,6 +231,25 @@ def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:
     """Return the newest snapshots of a run, without their (large) state."""
     return list(Snapshot.objects.filter(run_id=run_id).defer("state")
                 .order_by("-seq")[:limit])
+
+
+def model_prices() -> list[dict[str, Any]]:
+    """Return the price table: the settings' defaults, then the rows an admin set (which win)."""
+    from django.conf import settings
+
+    rows = {m: {"model": m, "input": p[0], "output": p[1], "row": None}
+            for m, p in settings.AGENTOPS_MODEL_PRICES.items()}
+    for row in ModelPrice.objects.select_related("updated_by").order_by("model")[:500]:
+        rows[row.model] = {"model": row.model, "input": row.input_per_mtok_micros,
+                           "output": row.output_per_mtok_micros, "row": row}
+    return sorted(rows.values(), key=lambda r: r["model"])
+
+
+def spend_by_agent(*, limit: int = 100) -> list[dict[str, Any]]:
+    """Return runs, tokens and cost per agent, the most expensive first."""
+    return list(Run.objects.order_by().values("agent_name")
+                .annotate(runs=Count("id"), tokens=Sum("tokens_used"), cost=Sum("cost_micros"))
+                .order_by("-cost", "agent_name")[:limit])
 
 
 def run_change_note(*, run: Run, since_seq: int | None) -> str:

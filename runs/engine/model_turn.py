@@ -26,6 +26,7 @@ from runs.engine.events import NewEvent
 from runs.engine.jsonstate import strip_nul
 from runs.engine.leases import lease_kept
 from runs.engine.outcomes import block, retry_later
+from runs.engine.prices import prices_load, reply_cost
 from runs.engine.session import RunSession
 from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.toolrun import execute_reads_inline
@@ -67,9 +68,19 @@ def model_turn(session: RunSession, step: str) -> None:
         telemetry.model_called(session.agent.name, err.category)
         _model_failed(session, step, err)
         return
+    reply = _priced(session, reply)
     telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
                            cost_micros=reply.usage.cost_micros)
     _record_reply(session, step, _clean(reply))
+
+
+def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
+    """Return ``reply`` with its cost: the provider's figure, else its tokens x the price table."""
+    model = reply.model or str(getattr(session.model(), "model", "") or "")
+    cost = reply_cost(prices_load(), model, reply.usage)
+    if cost == reply.usage.cost_micros:
+        return reply
+    return dataclasses.replace(reply, usage=dataclasses.replace(reply.usage, cost_micros=cost))
 
 
 def _clean(reply: ModelReply) -> ModelReply:
