@@ -6,7 +6,7 @@ from typing import Any
 from django.db import transaction
 from django.forms import ModelForm
 
-from approvals.models import Intervention
+from approvals.audit import audit_record
 
 
 def _jsonable(value: Any) -> Any:
@@ -31,11 +31,9 @@ def _settings_save(*, form: ModelForm, actor: Any, action: str, label: str) -> A
         obj.save()
         after = {f: getattr(obj, f) for f in fields}
         changes = _diff(before, after)
-        Intervention.objects.create(
-            actor=actor, actor_name=actor.get_username(), action=action,
-            data={"target": getattr(obj, label) or "(global)", "created": creating,
-                  "changes": changes},
-        )
+        audit_record(actor=actor, action=action,
+                     data={"target": getattr(obj, label) or "(global)", "created": creating,
+                           "changes": changes})
     return obj
 
 

@@ -52,6 +52,10 @@ def model_turn(session: RunSession, step: str) -> None:
     if why:
         block(session, "budget", f"budget exhausted: {why}")
         return
+    if step != PLAN_STEP and _turns_used(s, step) >= session.agent.max_turns_per_step:
+        block(session, "turn_limit", f"step {step} used its {session.agent.max_turns_per_step} "
+              "model turns (Agent.max_turns_per_step) without finishing")
+        return
     if s["guards"]["no_progress"] >= STALL_ROUNDS:
         block(session, "stall", f"{s['guards']['no_progress']} rounds without progress")
         return
@@ -81,6 +85,11 @@ def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
     if cost == reply.usage.cost_micros:
         return reply
     return dataclasses.replace(reply, usage=dataclasses.replace(reply.usage, cost_micros=cost))
+
+
+def _turns_used(s: dict[str, Any], step: str) -> int:
+    st = s["steps"].get(step, {})
+    return st.get("turns", 0) - st.get("turn_base", 0)
 
 
 def _clean(reply: ModelReply) -> ModelReply:
@@ -254,7 +263,3 @@ def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[
     ]
     session.commit(events, milestone="step_complete")
 
-
-def step_retry_limit() -> int:
-    """Return the per-step automatic retry limit."""
-    return settings.AGENTOPS_STEP_RETRY_LIMIT

@@ -65,7 +65,8 @@ def retry_later(session: RunSession, step: str, category: str, message: str, *,
                 retry_after: float | None, events: Sequence[NewEvent]) -> None:
     """Count a failed attempt at ``step``; back off (a durable timer) or block when exhausted."""
     retries = session.state["steps"].get(step, {}).get("retries", 0) + 1
-    if retries > settings.AGENTOPS_STEP_RETRY_LIMIT:
+    limit = session.run.step_retry_limit
+    if retries > (settings.AGENTOPS_STEP_RETRY_LIMIT if limit is None else limit):
         block(session, category, f"{message} (after {retries - 1} retries)", events=events)
         return
     delay = retry_delay(retries, retry_after)

@@ -203,7 +203,8 @@ def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> 
 def _attempt_close(attempt: ToolAttempt) -> RowsUpdate:
     return attempt_finish(attempt.tool_call, attempt.attempt, attempt.status,
                           error_class=attempt.error_class, error=attempt.error,
-                          finished_at=attempt.finished_at, duration_ms=attempt.duration_ms)
+                          finished_at=attempt.finished_at, duration_ms=attempt.duration_ms,
+                          log_sha256=attempt.log_sha256)
 
 
 def _commit_rows_then(session: RunSession, calls: list[ToolCall], events: list[NewEvent],
