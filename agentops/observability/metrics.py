@@ -101,9 +101,15 @@ def observe_tool_call(tool: str, outcome: str, seconds: float) -> None:
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
 
 
+_UNIT_CHILDREN: dict[str, object] = {}
+
+
 def count_unit(agent: str) -> None:
-    """Count one unit of work of ``agent``."""
-    UNITS.labels(agent=agent).inc()
+    """Count one unit of work of ``agent`` (the labelled child is cached: this is per unit)."""
+    child = _UNIT_CHILDREN.get(agent)
+    if child is None:
+        child = _UNIT_CHILDREN[agent] = UNITS.labels(agent=agent)
+    child.inc()  # type: ignore[attr-defined]
 
 
 def count_model_call(agent: str, outcome: str) -> None:
