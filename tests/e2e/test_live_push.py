@@ -20,7 +20,7 @@ from tests.console_factories import PASSWORD, make_attention_run, make_user
 from tests.e2e.conftest import shot
 from tests.e2e.workers import ROOT, worker_env
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 
 def _free_port() -> int:

@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from runs.models import Run
 from runs.statuses import TERMINAL
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True),
+pytestmark = [pytest.mark.postgres, pytest.mark.slow,
+              pytest.mark.django_db(transaction=True, serialized_rollback=True),
               pytest.mark.urls("tests.health_urls")]
 
 
