@@ -12,6 +12,7 @@ import dj_database_url
 
 from agentops import settings_security
 from agentops.observability.logging import logging_config
+from agentops.pricing import prices_from_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AGENTOPS_VAR_DIR", BASE_DIR / "var"))
@@ -98,6 +99,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "agentops.context_processors.console",
             ],
         },
     },
@@ -222,6 +224,11 @@ AGENTOPS_MODEL_API_KEY = os.environ.get("AGENTOPS_MODEL_API_KEY", "")
 AGENTOPS_MODEL_NAME = os.environ.get("AGENTOPS_MODEL_NAME", "")
 AGENTOPS_MODEL_TIMEOUT_S = _env_float("AGENTOPS_MODEL_TIMEOUT_S", 60.0)
 AGENTOPS_MODEL_CONTEXT_WINDOW = _env_int("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)
+# Prices per million tokens in dollars, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}};
+# "*" prices every other model. Rows on the console's settings page override these.
+AGENTOPS_MODEL_PRICES = prices_from_setting(os.environ.get("AGENTOPS_MODEL_PRICES", ""))
+# Console pages poll every N seconds as a fallback to live updates over websockets; 0 = off.
+AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from ledger.models import ToolLimit
-from runs.models import BudgetPolicy
+from runs.models import BudgetPolicy, ModelPrice
 
 
 class BudgetPolicyForm(forms.ModelForm):
@@ -30,6 +30,26 @@ class BudgetPolicyForm(forms.ModelForm):
             value = data.get(name)
             if value is not None and value <= 0:
                 self.add_error(name, "Must be above zero; leave blank for no limit.")
+        return data
+
+
+class ModelPriceForm(forms.ModelForm):
+    """Edit what a model costs per million tokens; model "*" prices every other model."""
+
+    class Meta:
+        model = ModelPrice
+        fields = ["model", "input_per_mtok_micros", "output_per_mtok_micros"]
+        labels = {"input_per_mtok_micros": "Input (micro-dollars per million tokens)",
+                  "output_per_mtok_micros": "Output (micro-dollars per million tokens)"}
+        help_texts = {"model": 'The model name the provider reports, or "*" for any other.'}
+
+    def clean(self) -> dict[str, Any]:
+        """Reject negative prices."""
+        data = super().clean()
+        for name in ("input_per_mtok_micros", "output_per_mtok_micros"):
+            value = data.get(name)
+            if value is not None and value < 0:
+                self.add_error(name, "Must be zero or above.")
         return data
 
 

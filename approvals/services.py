@@ -53,6 +53,8 @@ def approval_build(*, run: Any, call: ToolCall, spec: ToolSpec, why: str,
         state_seq=state["seq"], plan_version=state["plan_version"],
         expires_at=clock.now() + dt.timedelta(seconds=spec.approval_expiry_s),
         expiry_outcome=outcome,
+        # Whoever started the run asked for what it does: they may not approve it themselves.
+        requested_by_id=run.created_by_id,
     )
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from django.db import transaction
 from django.forms import ModelForm
 
-from approvals.models import Intervention
+from approvals.audit import audit_record
 
 
 def _jsonable(value: Any) -> Any:
@@ -31,11 +31,9 @@ def _settings_save(*, form: ModelForm, actor: Any, action: str, label: str) -> A
         obj.save()
         after = {f: getattr(obj, f) for f in fields}
         changes = _diff(before, after)
-        Intervention.objects.create(
-            actor=actor, actor_name=actor.get_username(), action=action,
-            data={"target": getattr(obj, label) or "(global)", "created": creating,
-                  "changes": changes},
-        )
+        audit_record(actor=actor, action=action,
+                     data={"target": getattr(obj, label) or "(global)", "created": creating,
+                           "changes": changes})
     return obj
 
 
@@ -43,6 +41,15 @@ def budget_policy_save(*, form: ModelForm, actor: Any) -> Any:
     """Save a valid BudgetPolicyForm and audit it as ``settings.budget_policy``."""
     return _settings_save(form=form, actor=actor, action="settings.budget_policy",
                           label="agent_name")
+
+
+def model_price_save(*, form: ModelForm, actor: Any) -> Any:
+    """Save a valid ModelPriceForm, audit it as ``settings.model_price``; workers see it soon."""
+    from runs.engine.prices import prices_forget
+
+    obj = _settings_save(form=form, actor=actor, action="settings.model_price", label="model")
+    prices_forget()  # this process at once; workers' caches expire within seconds
+    return obj
 
 
 def tool_limit_save(*, form: ModelForm, actor: Any) -> Any:

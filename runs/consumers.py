@@ -1,4 +1,4 @@
-"""Websocket consumers: a run page and the queue hear "run changed"; run pages share presence."""
+"""Websocket consumers: pages hear committed run changes (who did what); run pages share presence."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +12,7 @@ _FORBIDDEN = 4403
 
 
 class QueueConsumer(AsyncJsonWebsocketConsumer):
-    """Push "run.changed" to the queue and inbox pages."""
+    """Push run changes (``runs.live``) to the queue and inbox pages."""
 
     groups_joined: list[str]
 
@@ -31,9 +31,10 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
-    async def run_changed(self, event: dict[str, Any]) -> None:
-        """Forward a run change to the browser."""
-        await self.send_json({"type": "run.changed", "run_id": event.get("run_id")})
+    async def live_message(self, event: dict[str, Any]) -> None:
+        """Forward a message of ``runs.live.live_publish`` to the browser as ``{"type": kind}``."""
+        body = {k: v for k, v in event.items() if k not in ("type", "kind")}
+        await self.send_json({"type": event.get("kind", "run.changed"), **body})
 
 
 class RunConsumer(QueueConsumer):

@@ -1,15 +1,48 @@
-"""Tell open console pages that a run changed, after the change is committed."""
+"""Push committed run changes to open console pages through the Channels layer.
+
+Every commit that touches a run goes through ``runs.engine.events._append``, which calls
+``live_run_changed``; operator actions call ``live_publish`` with who did what. Messages are
+sent after the transaction commits (``transaction.on_commit``), never for a rolled-back change.
+
+Cost on the engine's hot path: a lease holder commits a unit every few milliseconds, so its
+plain units are coalesced (one message per run per ``COALESCE_S``; the rest are flushed before
+the worker starts a slow model or tool call, and every status change is sent at once). With
+the in-memory layer (no REDIS_URL) a message can only reach pages served by the same process,
+so nothing is sent when no page of this process listens.
+
+``live_publish(run_id, kind, data)`` is the small public API for other live messages (for
+example token streaming): ``kind`` is dotted (``"run.tokens"``), ``data`` plain JSON.
+"""
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import threading
+import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
 QUEUE_GROUP = "queue"
+COALESCE_S = 0.25
+_UNSET = object()
+_layer: Any = _UNSET
+_last_sent: dict[str, float] = {}
+_pending: dict[str, dict[str, Any]] = {}
+
+# Past tense of each operator action, for "alice retried this run".
+_DONE = {
+    "run.retry": "retried", "run.skip": "skipped the step of", "run.rollback": "rolled back",
+    "run.terminate": "terminated", "run.confirm_executed": "confirmed the call executed on",
+    "run.confirm_not_executed": "confirmed the call did not execute on",
+    "run.resume": "resumed", "run.raise_budget": "raised the budget of",
+    "approval.approve": "approved a call of", "approval.reject": "rejected a call of",
+    "approval.edit_args": "edited and approved a call of",
+}
 
 
 def run_group(run_id: Any) -> str:
@@ -17,20 +50,129 @@ def run_group(run_id: Any) -> str:
     return f"run.{run_id}"
 
 
-def live_notify_run(run_id: Any, *, kind: str = "run.changed") -> None:
-    """Send ``kind`` to the run's page and the queue once the current transaction commits."""
-    transaction.on_commit(lambda: _send(str(run_id), kind))
+def action_phrase(action: str, actor: str) -> str:
+    """Return what a person did to a run in words, e.g. "alice retried this run"."""
+    done = _DONE.get(action) or (action.split(".")[-1].replace("_", " ") + " on")
+    return f"{actor or 'someone'} {done} this run"
 
 
-def _send(run_id: str, kind: str) -> None:
-    layer = get_channel_layer()
-    if layer is None:
+def live_publish(run_id: Any, kind: str = "run.changed", data: dict[str, Any] | None = None,
+                 ) -> None:
+    """Send ``kind`` with ``data`` to the run's page and the queue once the change commits."""
+    if _channel_layer() is None:
         return
-    message = {"type": kind.replace(".", "_"), "run_id": run_id}
-    # Live updates are a courtesy (pages also poll): a broken channel layer must never fail
-    # the engine's unit of work, so log and carry on.
+    message = {"type": "live.message", "kind": kind, "run_id": str(run_id), **(data or {})}
+    transaction.on_commit(lambda: _send(message))
+
+
+def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
+                     lease_holder: bool = False) -> None:
+    """Publish that ``run_id`` changed (the engine hook; a lease holder's units coalesce)."""
+    if _channel_layer() is None:
+        return
+    key = str(run_id)
+    data: dict[str, Any] = {"status": status} if status else {}
+    if actor:
+        data["actor"] = actor
+    if lease_holder and not status:
+        now = time.monotonic()
+        if now - _last_sent.get(key, 0.0) < COALESCE_S:
+            _pending[key] = data
+            return
+        _last_sent[key] = now
+    else:
+        _pending.pop(key, None)
+        _last_sent.pop(key, None)
+    live_publish(key, "run.changed", data)
+
+
+def live_flush(run_id: Any) -> None:
+    """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
+    data = _pending.pop(str(run_id), None)
+    if data is not None:
+        _last_sent[str(run_id)] = time.monotonic()
+        live_publish(run_id, "run.changed", data)
+
+
+def _channel_layer() -> Any:
+    global _layer
+    if _layer is _UNSET:
+        try:
+            _layer = get_channel_layer()
+        except Exception:  # noqa: BLE001 - a misconfigured layer turns live updates off
+            log.warning("channel layer unavailable; live updates are off", exc_info=True)
+            _layer = None
+    return _layer
+
+
+def _listened(layer: Any, groups: tuple[str, ...]) -> bool:
+    if not isinstance(layer, InMemoryChannelLayer):
+        return True  # a shared layer (Redis): pages of other processes may listen
+    return any(layer.groups.get(g) for g in groups)
+
+
+def _send(message: dict[str, Any]) -> None:
+    layer = _channel_layer()
+    groups = (run_group(message["run_id"]), QUEUE_GROUP)
+    if layer is None or not _listened(layer, groups):
+        return
+    if not isinstance(layer, InMemoryChannelLayer):
+        _publisher().submit(layer, groups, message)
+        return
+    # The in-memory layer lives on this process's event loop: async_to_sync reaches it.
     try:
-        async_to_sync(layer.group_send)(run_group(run_id), message)
-        async_to_sync(layer.group_send)(QUEUE_GROUP, message)
-    except Exception:  # noqa: BLE001 - best effort, see above
-        log.warning("live update for run %s not delivered", run_id, exc_info=True)
+        for group in groups:
+            async_to_sync(layer.group_send)(group, message)
+    except Exception:  # noqa: BLE001 - best effort, see _Publisher
+        log.warning("live update for run %s not delivered", message["run_id"], exc_info=True)
+
+
+class _Publisher:
+    """One thread per process with its own event loop and Redis connections, sending in order.
+
+    A commit only puts the message on a queue (microseconds); connecting to Redis per message
+    from a fresh event loop would cost tens of milliseconds per commit. A change is committed
+    before it is announced, so a broken channel layer is logged and never fails the unit of
+    work that made the change (pages can always be reloaded).
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self.queue: asyncio.Queue[tuple[Any, tuple[str, ...], dict[str, Any]]] | None = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._run, name="live-publisher", daemon=True).start()
+        self.ready.wait(5)
+
+    def submit(self, layer: Any, groups: tuple[str, ...], message: dict[str, Any]) -> None:
+        if self.queue is not None:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, (layer, groups, message))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._drain())
+
+    async def _drain(self) -> None:
+        self.queue = asyncio.Queue()
+        self.ready.set()
+        while True:
+            layer, groups, message = await self.queue.get()
+            try:
+                for group in groups:
+                    await layer.group_send(group, message)
+            except Exception:  # noqa: BLE001 - best effort, see the class docstring
+                log.warning("live update for run %s not delivered", message["run_id"],
+                            exc_info=True)
+
+
+_PUBLISHER: _Publisher | None = None
+_PUBLISHER_LOCK = threading.Lock()
+
+
+def _publisher() -> _Publisher:
+    global _PUBLISHER
+    with _PUBLISHER_LOCK:
+        # A forked worker process does not inherit the parent's thread: start its own.
+        if _PUBLISHER is None or _PUBLISHER.pid != os.getpid():
+            _PUBLISHER = _Publisher()
+        return _PUBLISHER

@@ -10,14 +10,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
 
 from agentops import clock
 from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
 from runs.errors import RunNotFound
-from runs.models import Event, Run, Snapshot, Step
+from runs.models import Event, ModelPrice, Run, Snapshot, Step
 from runs.statuses import ATTENTION, RunStatus, WaitKind
 
 PAGE_SIZE = 50
@@ -231,6 +231,47 @@ def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:
     """Return the newest snapshots of a run, without their (large) state."""
     return list(Snapshot.objects.filter(run_id=run_id).defer("state")
                 .order_by("-seq")[:limit])
+
+
+def model_prices() -> list[dict[str, Any]]:
+    """Return the price table: the settings' defaults, then the rows an admin set (which win)."""
+    from django.conf import settings
+
+    rows = {m: {"model": m, "input": p[0], "output": p[1], "row": None}
+            for m, p in settings.AGENTOPS_MODEL_PRICES.items()}
+    for row in ModelPrice.objects.select_related("updated_by").order_by("model")[:500]:
+        rows[row.model] = {"model": row.model, "input": row.input_per_mtok_micros,
+                           "output": row.output_per_mtok_micros, "row": row}
+    return sorted(rows.values(), key=lambda r: r["model"])
+
+
+def spend_by_agent(*, limit: int = 100) -> list[dict[str, Any]]:
+    """Return runs, tokens and cost per agent, the most expensive first."""
+    return list(Run.objects.order_by().values("agent_name")
+                .annotate(runs=Count("id"), tokens=Sum("tokens_used"), cost=Sum("cost_micros"))
+                .order_by("-cost", "agent_name")[:limit])
+
+
+def run_change_note(*, run: Run, since_seq: int | None) -> str:
+    """Return who changed ``run`` after event ``since_seq`` and when ("alice retried this run 4 s ago")."""
+    from runs.live import action_phrase
+
+    first_new = (Event.objects.filter(run_id=run.pk, seq__gt=since_seq or 0)
+                 .order_by("seq").values_list("at", flat=True).first())
+    row = (Intervention.objects.filter(run_id=run.pk, at__gte=first_new).order_by("-at", "-id")
+           .first() if first_new else None)
+    if row is not None:
+        return f"{action_phrase(row.action, row.actor_name)} {_ago(row.at)}"
+    if first_new is None:
+        return ""
+    return f"the engine moved this run on (now {run.status}) {_ago(run.updated_at)}"
+
+
+def _ago(at: dt.datetime) -> str:
+    seconds = max(0, int((clock.now() - at).total_seconds()))
+    if seconds < 90:
+        return f"{seconds} s ago"
+    return f"{seconds // 60} min ago" if seconds < 5400 else f"{seconds // 3600} h ago"
 
 
 def interventions_for_run(*, run_id: Any, limit: int = 50) -> list[Intervention]:

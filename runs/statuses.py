@@ -41,7 +41,6 @@ class WaitKind(models.TextChoices):
     TIMER = "timer"
     SIGNAL = "signal"
     CHILDREN = "children"
-    INPUT = "input"
 
 
 class StepStatus(models.TextChoices):

@@ -157,12 +157,16 @@
     if (banner && dialog && dialog.open) {
       banner.hidden = false;
       var inner = dialog.querySelector("form");
-      if (inner && !inner.querySelector(".changed-note")) {
-        var note = document.createElement("p");
+      if (!inner) { return; }
+      var note = inner.querySelector(".changed-note");
+      if (!note) {
+        note = document.createElement("p");
         note.className = "msg msg-error changed-note";
-        note.textContent = "This run changed since you opened this dialog. Check the panel before confirming.";
+        note.setAttribute("role", "alert");
         inner.insertBefore(note, inner.firstChild);
       }
+      note.textContent = (lastChange ? lastChange.text + " just now. " : "This run changed since you opened this dialog. ") +
+        "Check the panel before confirming.";
     }
   }
 
@@ -198,13 +202,36 @@
     ws.onmessage = function (msg) {
       var data = JSON.parse(msg.data);
       if (data.type === "run.changed") {
-        if (typeof htmx !== "undefined") {
-          htmx.trigger(body, body.getAttribute("data-run") ? "run-changed" : "queue-changed");
-        }
+        if (data.text) { liveNote(data); }
+        refreshSoon();
       } else if (data.type === "presence") {
         showPresence(data.users || []);
       }
     };
+  }
+  /* Many changes in a burst cause one refresh at once and at most one more 300 ms later. */
+  var refreshTimer = null, lastRefresh = 0;
+  function refreshSoon() {
+    if (typeof htmx === "undefined" || refreshTimer) { return; }
+    var wait = Math.max(0, lastRefresh + 300 - Date.now());
+    refreshTimer = setTimeout(function () {
+      refreshTimer = null;
+      lastRefresh = Date.now();
+      htmx.trigger(body, body.getAttribute("data-run") ? "run-changed" : "queue-changed");
+    }, wait);
+  }
+  /* Who did what: "alice retried this run" (on the queue and inbox, with the run's id). */
+  var lastChange = null;
+  function liveNote(data) {
+    var run = body.getAttribute("data-run");
+    if (run && data.run_id !== run) { return; }
+    lastChange = {text: data.text, at: Date.now()};
+    var note = document.getElementById("live-note");
+    if (note) {
+      note.textContent = run ? data.text : data.text.replace("this run", "run " + data.run_id.slice(0, 8));
+      note.hidden = false;
+    }
+    runChanged();
   }
   function showPresence(users) {
     var el = document.getElementById("presence");

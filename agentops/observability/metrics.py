@@ -42,6 +42,18 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
     registry=REGISTRY,
 )
+UNITS = Counter(
+    "agentops_units",
+    "Units of work the engine committed (model turns, tool phases, step moves), by agent.",
+    ["agent"],
+    registry=REGISTRY,
+)
+MODEL_CALLS = Counter(
+    "agentops_model_calls",
+    "Model calls by agent and outcome (ok, or the error category: rate_limited, timeout ...).",
+    ["agent", "outcome"],
+    registry=REGISTRY,
+)
 RETRIES = Counter(
     "agentops_retries",
     "Automatic retries by kind (tool, model, step, repair).",
@@ -87,6 +99,22 @@ def observe_tool_call(tool: str, outcome: str, seconds: float) -> None:
     """Record one tool-call attempt's duration and outcome class."""
     TOOL_CALL_SECONDS.labels(tool=tool).observe(max(seconds, 0.0))
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+
+
+_UNIT_CHILDREN: dict[str, object] = {}
+
+
+def count_unit(agent: str) -> None:
+    """Count one unit of work of ``agent`` (the labelled child is cached: this is per unit)."""
+    child = _UNIT_CHILDREN.get(agent)
+    if child is None:
+        child = _UNIT_CHILDREN[agent] = UNITS.labels(agent=agent)
+    child.inc()  # type: ignore[attr-defined]
+
+
+def count_model_call(agent: str, outcome: str) -> None:
+    """Count one model call of ``agent`` by outcome (ok or the error category)."""
+    MODEL_CALLS.labels(agent=agent, outcome=outcome).inc()
 
 
 def count_retry(kind: str) -> None:

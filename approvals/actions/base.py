@@ -24,6 +24,7 @@ from approvals.models import Intervention
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
+from runs.live import action_phrase, live_publish
 from runs.models import Run
 from runs.services_operator import rules
 
@@ -108,10 +109,15 @@ class Action:
         data = dict(changes)
         if bulk:
             data["bulk"] = bulk
-        return Intervention.objects.create(
+        row = Intervention.objects.create(
             run=self.run_of(target), actor=user if getattr(user, "pk", None) else None,
             actor_name=user.get_username() if user is not None else "system",
             action=self.name, reason=reason, data=data)
+        if row.run_id is not None:
+            live_publish(row.run_id, "run.changed", {
+                "actor": row.actor_name, "action": row.action,
+                "text": action_phrase(row.action, row.actor_name)})
+        return row
 
 
 def effect_class(call: ToolCall) -> str:

@@ -35,6 +35,7 @@ class Layered:
     missing_fields: list[str] = field(default_factory=list)
     next_cursor: str | None = None
     truncated: bool = False
+    has_log: bool = False  # the artifact holds the tool's log (the attempt links it)
 
 
 def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
@@ -68,6 +69,7 @@ def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
         payload = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" + log
     kind = "application/json" if not log else "text/plain"
     out.artifact = artifact_put(payload, content_type=kind, secrets=secrets)
+    out.has_log = bool(log)
     if len(facts_text) > limit:
         out.facts = _shrink(raw.facts, limit)
         out.truncated = True
@@ -98,7 +100,7 @@ def _layer_streamed(raw: ToolResult, facts_text: str, summary: str, limit: int,
     head = json.dumps({"facts": raw.facts, "summary": summary}).encode() + b"\n" if big else b""
     out = Layered(facts=raw.facts, summary=summary, missing_fields=list(raw.missing_fields),
                   next_cursor=raw.next_cursor,
-                  artifact=log_spill(raw.log, head=head, secrets=secrets))
+                  artifact=log_spill(raw.log, head=head, secrets=secrets), has_log=True)
     if len(facts_text) > limit:
         out.facts, out.truncated = _shrink(raw.facts, limit), True
     if len(summary) > limit:

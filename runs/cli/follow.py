@@ -56,7 +56,7 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
         if run.status in TERMINAL:
             return run
         if run.status in ATTENTION and (run.status != RunStatus.WAITING or stop_on_wait
-                                        or run.wait_kind in ("approval", "input")):
+                                        or run.wait_kind == "approval"):
             out.write(panel_text(run) + "\n")
             return run
         if inline:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
+
 from agentops import clock
 from runs.models import BudgetPolicy, Run
 
@@ -26,12 +28,14 @@ def budget_defaults(*, agent_name: str, agent_budget: Any) -> dict[str, Any]:
         "budget_cost_micros": agent_budget.cost_micros,
     }
     seconds = agent_budget.seconds
+    values["recovery_limit"] = settings.AGENTOPS_RECOVERY_LIMIT
     if policy is not None:
         for _, column, _, pfield in _FIELDS:
             if getattr(policy, pfield) is not None:
                 values[column] = getattr(policy, pfield)
         seconds = policy.max_seconds or seconds
         values["recovery_limit"] = policy.recovery_limit
+        values["step_retry_limit"] = policy.step_retry_limit
     if seconds:
         values["deadline"] = clock.now() + dt.timedelta(seconds=seconds)
     return values

@@ -21,6 +21,7 @@ from runs.engine import unit_sql
 from runs.engine.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
+from runs.live import live_run_changed
 from runs.models import Event, Run
 
 
@@ -116,6 +117,24 @@ def _append(
     if secrets is None:
         secrets = run_secrets(run.pk)
     events, fields = events_scrubbed(events, secrets), fields_scrubbed(fields, secrets)
+    written = _append_rows(run, events, expected_version, fields, also, owner)
+    status = fields.get("status")
+    for e in events:
+        if e.type == EventType.RUN_STATUS:
+            status = e.data.get("to", status)
+    actor = next((e.actor for e in reversed(events) if e.actor), "")
+    live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None)
+    return written
+
+
+def _append_rows(
+    run: Run,
+    events: list[NewEvent],
+    expected_version: int | None,
+    fields: dict[str, Any],
+    also: list[Any],
+    owner: str,
+) -> list[NewEvent]:
     if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
         try:
             return _write_one_statement(run, events, expected_version, fields, also, owner)

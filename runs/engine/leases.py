@@ -18,6 +18,7 @@ from django.db import close_old_connections, connection
 
 from agentops import clock
 from agentops.tools import CancelToken
+from runs.live import live_flush
 from runs.models import Run
 from runs.statuses import RunStatus
 
@@ -108,6 +109,7 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     The first renewal happens after ``every_s`` (a third of the TTL), so short tool calls
     never touch the database from a second thread.
     """
+    live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
     beat = heartbeat_for(run, owner, tokens)
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
     key = _KEEPER.add(beat, interval)

@@ -7,13 +7,16 @@ tick stops without writing.
 """
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 
 from agentops import clock
 from agentops.agents import registry
+from agentops.observability.logging import run_log_context
 from ledger.secrets import run_secrets
 from ledger.services.limits import limits_load
-from runs.engine import reducer
+from runs.engine import reducer, telemetry
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.model_turn import PLAN_STEP, model_turn
@@ -34,9 +37,18 @@ _DONE = {StepStatus.SUCCEEDED, StepStatus.SKIPPED}
 
 def run_tick(run_id: object, *, worker: str, slice_s: float | None = None) -> str:
     """Work on a run until it waits, ends or the slice is used; return how the tick ended."""
+    with run_log_context(run_id=run_id):
+        outcome = _tick(run_id, worker, slice_s)
+        telemetry.tick_event("tick ended: %s", outcome, level=logging.DEBUG
+                             if outcome == "not_claimed" else logging.INFO)
+        return outcome
+
+
+def _tick(run_id: object, worker: str, slice_s: float | None) -> str:
     run = run_claim(run_id=run_id, owner=worker, ttl_s=settings.AGENTOPS_LEASE_TTL_S)
     if run is None:
         return "not_claimed"
+    telemetry.tick_event("claimed by %s (version %d)", worker, run.version)
     try:
         session = session_open(run, worker)
         if session is None:
@@ -56,6 +68,7 @@ def run_tick(run_id: object, *, worker: str, slice_s: float | None = None) -> st
             unit(session)
         return session.outcome
     except LeaseLost:
+        telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)
         return "lease_lost"
 
 
@@ -122,10 +135,11 @@ def unit(session: RunSession) -> None:
                         NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
         return
     open_ids = [cid for cid, c in s["open_calls"].items() if c["step"] == step]
-    if open_ids:
-        tool_phase(session, step, open_ids)
-    else:
-        model_turn(session, step)
+    with run_log_context(step=step):
+        if open_ids:
+            tool_phase(session, step, open_ids)
+        else:
+            model_turn(session, step)
 
 
 def _ensure_step(session: RunSession, step: str) -> None:

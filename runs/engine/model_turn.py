@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from django.conf import settings
 
 from agentops import clock
 from agentops.agents import plan_check
@@ -17,6 +16,7 @@ from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.paging import page_tools
 from runs.engine import context as ctx
+from runs.engine import telemetry
 from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
 from runs.engine.drift import drift_guard
@@ -24,6 +24,7 @@ from runs.engine.events import NewEvent
 from runs.engine.jsonstate import strip_nul, unstorable_path
 from runs.engine.leases import lease_kept
 from runs.engine.outcomes import block, retry_later
+from runs.engine.prices import prices_load, reply_cost
 from runs.engine.session import RunSession
 from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.toolrun import execute_reads_inline
@@ -49,6 +50,10 @@ def model_turn(session: RunSession, step: str) -> None:
     if why:
         block(session, "budget", f"budget exhausted: {why}")
         return
+    if step != PLAN_STEP and _turns_used(s, step) >= session.agent.max_turns_per_step:
+        block(session, "turn_limit", f"step {step} used its {session.agent.max_turns_per_step} "
+              "model turns (Agent.max_turns_per_step) without finishing")
+        return
     if s["guards"]["no_progress"] >= STALL_ROUNDS:
         block(session, "stall", f"{s['guards']['no_progress']} rounds without progress")
         return
@@ -62,9 +67,27 @@ def model_turn(session: RunSession, step: str) -> None:
         with lease_kept(session.run, session.worker, []):
             reply = session.model().complete(messages=messages, tools=tools)
     except ModelError as err:
+        telemetry.model_called(session.agent.name, err.category)
         _model_failed(session, step, err)
         return
+    reply = _priced(session, reply)
+    telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
+                           cost_micros=reply.usage.cost_micros)
     _record_reply(session, step, _clean(reply))
+
+
+def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
+    """Return ``reply`` with its cost: the provider's figure, else its tokens x the price table."""
+    model = reply.model or str(getattr(session.model(), "model", "") or "")
+    cost = reply_cost(prices_load(), model, reply.usage)
+    if cost == reply.usage.cost_micros:
+        return reply
+    return dataclasses.replace(reply, usage=dataclasses.replace(reply.usage, cost_micros=cost))
+
+
+def _turns_used(s: dict[str, Any], step: str) -> int:
+    st = s["steps"].get(step, {})
+    return st.get("turns", 0) - st.get("turn_base", 0)
 
 
 def _clean(reply: ModelReply) -> ModelReply:
@@ -254,7 +277,3 @@ def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[
     ]
     session.commit(events, milestone="step_complete")
 
-
-def step_retry_limit() -> int:
-    """Return the per-step automatic retry limit."""
-    return settings.AGENTOPS_STEP_RETRY_LIMIT

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from runs.engine import telemetry
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.policy import backoff_delay
@@ -29,6 +30,7 @@ def block(session: RunSession, category: str, detail: str, *,
                                             "error_class": category}))
     session.commit(evs, to=RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
                    fields=fields, also=also)
+    telemetry.run_stopped(session.agent.name, RunStatus.BLOCKED, category, detail)
 
 
 def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str,
@@ -38,6 +40,7 @@ def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str
                               agent=session.agent.name, tool=tool, tool_call_id=tool_call_id)
     session.commit(events, to=RunStatus.UNKNOWN, reason="unknown_outcome", detail=detail,
                    fields=fields, also=also)
+    telemetry.run_stopped(session.agent.name, RunStatus.UNKNOWN, "ambiguous_write", detail)
 
 
 def wait(session: RunSession, *, kind: str, until: dt.datetime | None, data: dict[str, Any],
@@ -48,6 +51,7 @@ def wait(session: RunSession, *, kind: str, until: dt.datetime | None, data: dic
     fields = {"wait_kind": kind, "wait_until": until, "wait_data": data}
     session.commit([*events, started], to=RunStatus.WAITING, fields=fields, also=also,
                    milestone="before_wait")
+    telemetry.run_waiting(kind, until)
 
 
 def retry_delay(attempt: int, retry_after: float | None) -> float:
@@ -61,10 +65,12 @@ def retry_later(session: RunSession, step: str, category: str, message: str, *,
                 retry_after: float | None, events: Sequence[NewEvent]) -> None:
     """Count a failed attempt at ``step``; back off (a durable timer) or block when exhausted."""
     retries = session.state["steps"].get(step, {}).get("retries", 0) + 1
-    if retries > settings.AGENTOPS_STEP_RETRY_LIMIT:
+    limit = session.run.step_retry_limit
+    if retries > (settings.AGENTOPS_STEP_RETRY_LIMIT if limit is None else limit):
         block(session, category, f"{message} (after {retries - 1} retries)", events=events)
         return
     delay = retry_delay(retries, retry_after)
+    telemetry.step_retrying(category, retries, delay)
     evs = [*events, NewEvent(EventType.STEP_RETRYING, {"step": step, "retries": retries,
                                                "error_class": category, "delay_s": delay})]
     if delay < settings.AGENTOPS_INLINE_BACKOFF_S:

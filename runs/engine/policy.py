@@ -46,6 +46,8 @@ POLICY: dict[str, Rule] = {
                             "a write may have happened; only a person can tell"),
     "loop": Rule("stop", "skip", ("terminate", "retry"), BlockReason.LOOP_DETECTED,
                  "the agent repeats the same call without progress"),
+    "turn_limit": Rule("stop", "skip", ("terminate", "retry"), BlockReason.LOOP_DETECTED,
+                       "the step used all the model turns its agent allows"),
     "stall": Rule("stop", "skip", ("terminate", "retry"), BlockReason.STALLED,
                   "several rounds went by without progress"),
     "budget": Rule("pause", "raise_budget", ("terminate",), BlockReason.BUDGET_EXHAUSTED,

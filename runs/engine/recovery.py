@@ -6,7 +6,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from agentops import clock
-from runs.engine import reducer
+from runs.engine import reducer, telemetry
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
 from runs.engine.transition import run_transition
@@ -71,7 +71,7 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
                 return False  # claimed again since the sweep looked
         elif run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
-        count = run.recoveries + 1
+        count, owner = run.recoveries + 1, run.lease_owner
         event = NewEvent(EventType.RUN_RECOVERED, {"recoveries": count, "lost_owner": run.lease_owner})
         try:
             if count > run.recovery_limit:
@@ -83,11 +83,13 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
                                detail=detail, events=[event],
                                fields={**fields, "recoveries": count},
                                expected_version=run.version)
+                telemetry.run_recovered(run_id, count, owner, blocked=True)
                 return False
             # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.loop).
             run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
                            fields={"recoveries": count, "urgent": True},
                            expected_version=run.version)
+            telemetry.run_recovered(run_id, count, owner, blocked=False)
         except IllegalTransition:
             return False
     from runs.services import run_enqueue

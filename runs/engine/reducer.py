@@ -167,6 +167,8 @@ def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
 def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="pending", retries=0, error_class="", output=None)
+    # Agent.max_turns_per_step counts the turns since the step was last reset (a retry).
+    step["turn_base"] = step.get("turns", 0)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 

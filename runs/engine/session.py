@@ -19,7 +19,7 @@ from agentops.agents import Agent
 from agentops.redaction import EMPTY, Secrets
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
-from runs.engine import reducer
+from runs.engine import reducer, telemetry
 from runs.engine.events import NewEvent, event_append, events_scrubbed, fields_scrubbed
 from runs.engine.snapshots import snapshot_build
 from runs.engine.steps import step_rows_writers, step_statuses
@@ -71,6 +71,8 @@ class RunSession:
     context_memo: dict[Any, tuple] = field(default_factory=dict)
     # The run's secrets (sealed arguments + configured), read once; calls sealed later add theirs.
     secrets: Secrets = EMPTY
+    # When each step this session started began (step latency, runs.engine.telemetry).
+    step_started: dict[str, dt.datetime] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
@@ -127,6 +129,7 @@ class RunSession:
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
+        telemetry.events_committed(self, written)
 
     def _lease_renewal(self, *, force: bool = False) -> dict[str, Any]:
         """Return the lease columns to write with this unit: none while the lease is fresh.

@@ -99,6 +99,8 @@ def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
               "artifact_sha256": r.artifact, "missing_fields": r.missing_fields,
               "finished_at": clock.now(), "not_before": None, "error_class": "", "error": ""}
     attempt = _attempt(call, n, outcome, started, worker)
+    if r.has_log:
+        attempt.log_sha256 = r.artifact  # kept by retention while any attempt points at it
     return Settlement(call, S.SUCCEEDED, fields,
                       [result_event(call.tool_call_id, attempt=n, **data)], attempt)
 

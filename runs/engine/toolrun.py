@@ -28,6 +28,7 @@ from ledger.services.record import (
     toolcalls_insert,
 )
 from ledger.statuses import ToolCallStatus as S
+from runs.engine import telemetry
 from runs.engine.budgets import budget_exhausted
 from runs.engine.events import NewEvent
 from runs.engine.fencing import attempt_started, hard_deadline
@@ -115,6 +116,7 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     settled = [parked_settlement(session, c, ctx)
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
+    telemetry.tools_settled(settled, started)
     try:
         _record(session, step, settled, events, new_rows)
     except LeaseLost:
@@ -221,7 +223,8 @@ def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> 
 def _attempt_close(attempt: ToolAttempt) -> RowsUpdate:
     return attempt_finish(attempt.tool_call, attempt.attempt, attempt.status,
                           error_class=attempt.error_class, error=attempt.error,
-                          finished_at=attempt.finished_at, duration_ms=attempt.duration_ms)
+                          finished_at=attempt.finished_at, duration_ms=attempt.duration_ms,
+                          log_sha256=attempt.log_sha256)
 
 
 def _commit_rows_then(session: RunSession, calls: list[ToolCall], events: list[NewEvent],

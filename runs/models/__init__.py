@@ -1,5 +1,5 @@
 """Models of the runs app."""
-from runs.models.budget import BudgetPolicy
+from runs.models.budget import BudgetPolicy, ModelPrice
 from runs.models.event import Event
 from runs.models.run import Run
 from runs.models.signal import Signal
@@ -7,4 +7,4 @@ from runs.models.snapshot import Snapshot
 from runs.models.step import Step
 from runs.models.worker import WorkerHeartbeat
 
-__all__ = ["BudgetPolicy", "Event", "Run", "Signal", "Snapshot", "Step", "WorkerHeartbeat"]
+__all__ = ["BudgetPolicy", "ModelPrice", "Event", "Run", "Signal", "Snapshot", "Step", "WorkerHeartbeat"]

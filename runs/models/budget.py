@@ -37,3 +37,33 @@ class BudgetPolicy(models.Model):
 
     def __str__(self) -> str:
         return self.agent_name or "(global)"
+
+
+class ModelPrice(models.Model):
+    """What a model costs, in micro-dollars per million tokens; model "*" prices any other.
+
+    Rows here override the AGENTOPS_MODEL_PRICES setting; the engine reads both (cached for a
+    few seconds) to compute the cost of every model reply from its token usage.
+    """
+
+    model = models.CharField(max_length=200, unique=True)
+    input_per_mtok_micros = models.BigIntegerField(
+        help_text="micro-dollars per million prompt tokens (150000 = $0.15)")
+    output_per_mtok_micros = models.BigIntegerField(
+        help_text="micro-dollars per million completion tokens (600000 = $0.60)")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(input_per_mtok_micros__gte=0) & Q(output_per_mtok_micros__gte=0),
+                name="model_price_nonneg",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.model

@@ -48,6 +48,8 @@ class Run(models.Model):
 
     recoveries = models.PositiveIntegerField(default=0)
     recovery_limit = models.PositiveIntegerField(default=5)
+    # Automatic retries of one step before it blocks; null = AGENTOPS_STEP_RETRY_LIMIT.
+    step_retry_limit = models.PositiveIntegerField(null=True, blank=True)
     last_seq = models.BigIntegerField(default=0)
     version = models.BigIntegerField(default=0)
     lease_owner = models.CharField(max_length=100, blank=True)

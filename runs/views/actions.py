@@ -21,7 +21,7 @@ from ledger.artifacts import artifact_read
 from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.views import _dispatch
-from runs.views._common import page, role_required
+from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
 
 
@@ -64,11 +64,25 @@ def run_action(request: HttpRequest, run_id: Any, verb: str) -> HttpResponse:
     detail = _detail(run_id)
     refusal = action.refusal(request.user, detail.run)
     if refusal:
+        stale = _stale(request, detail.run, action)
+        if stale is not None:
+            return stale
         raise PermissionDenied(f"{action.label} is not available on this run for you: {refusal}")
     context = _confirm_context(request, detail, action)
     if request.method == "GET":
         return page(request, "runs/confirm.html", context, partial="form")
     return _perform(request, detail, action, context)
+
+
+def _stale(request: HttpRequest, run: Any, action: Action) -> HttpResponse | None:
+    """Answer a dialog posted against a run that changed meanwhile: who did what, and reload."""
+    seen = int_or_none(request.POST.get("seen_seq")) if request.method == "POST" else None
+    if seen is None or seen == run.last_seq or not can_operate(request.user):
+        return None
+    note = sel.run_change_note(run=run, since_seq=seen)
+    context = {"run": run, "verb": action.verb, "verb_label": action.label, "note": note,
+               "stale": True}
+    return page(request, "runs/confirm.html", context, partial="stale", status=409)
 
 
 def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
@@ -84,8 +98,9 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
         context["errors"].append("A reason is required.")
     elif form.cleaned_data.get("seen_seq") not in (None, run.last_seq):
         # Someone acted (or the engine moved on) while this person read the page.
-        context["errors"].append(f"This run changed while you were reading (event "
-                                 f"#{form.cleaned_data['seen_seq']} → #{run.last_seq}). "
+        note = sel.run_change_note(run=run, since_seq=form.cleaned_data["seen_seq"])
+        context["errors"].append(f"This run changed while you were reading: {note or 'event #'}"
+                                 f"{'' if note else form.cleaned_data['seen_seq']}. "
                                  "Review it and confirm again.")
         context["changed"] = True
     if context["errors"]:

@@ -9,27 +9,30 @@ from django.shortcuts import get_object_or_404, redirect
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from approvals.forms import BudgetPolicyForm, ToolLimitForm
+from approvals.forms import BudgetPolicyForm, ModelPriceForm, ToolLimitForm
 from approvals.roles import can_admin
 from approvals.selectors import settings_history
-from approvals.services_settings import budget_policy_save, tool_limit_save
+from approvals.services_settings import budget_policy_save, model_price_save, tool_limit_save
 from ledger.models import ToolLimit
 from runs import selectors as sel
-from runs.models import BudgetPolicy
+from runs.models import BudgetPolicy, ModelPrice
 from runs.views._common import int_or_none, page, role_required
 
 _KINDS = {
     "budget": (BudgetPolicy, BudgetPolicyForm, budget_policy_save, "Budget policy"),
     "tool-limit": (ToolLimit, ToolLimitForm, tool_limit_save, "Tool limit"),
+    "price": (ModelPrice, ModelPriceForm, model_price_save, "Model price"),
 }
 
 
 @require_GET
 @role_required(can_admin)
 def settings_page(request: HttpRequest) -> HttpResponse:
-    """List budget policies and tool limits with their recent change history."""
+    """List budget policies, model prices, spend by agent and tool limits, with history."""
     return page(request, "settings/index.html", {
         "policies": BudgetPolicy.objects.order_by("agent_name")[:200],
+        "prices": sel.model_prices(),
+        "spend": sel.spend_by_agent(),
         "limits": ToolLimit.objects.order_by("tool")[:500],
         "history": settings_history(),
     })

@@ -16,7 +16,9 @@ from approvals.services import approval_decide, approval_expire, approvals_expir
 from ledger.models import ToolCall
 from runs.engine.snapshots import load_state
 from runs.models import Event, Run
-from tests.approvals.conftest import approval_run
+from runs.services import run_start
+from tests.approvals.conftest import agent, approval_run
+from tests.engine_agents import call, say
 from tests.conftest import drive
 from tests.engine_agents import world
 
@@ -101,14 +103,24 @@ def test_the_second_decision_is_told_who_decided_first(engine, users):
 
 
 def test_no_self_approval(engine, users):
-    run = approval_run()
+    """Whoever started the run asked for its risky call: someone else must approve it."""
+    from django.test import Client
+
+    agent("selfie", {"s": [call("pay", to="bob", amount=5), say("done")]}, ["s"])
+    run = run_start(agent="selfie", goal="g", actor=users["support"])
+    assert drive(run) == "waiting"
     a = pending(run)
-    Approval.objects.filter(pk=a.pk).update(requested_by=users["support"])
-    a.refresh_from_db()
-    with pytest.raises(NotAllowed, match="someone else"):
-        ACTIONS["approve"].execute(users["support"], a, "")
+    assert a.requested_by == users["support"]
+    client = Client()
+    client.force_login(users["support"])
+    inbox = client.get("/approvals/").content.decode()
+    assert f'id="approval-{a.pk}"' in inbox and "You started this run" in inbox
+    response = client.post(f"/approvals/{a.pk}/approve/", {"reason": ""}, follow=True)
+    assert "someone else must decide it" in response.content.decode()
     with pytest.raises(NotAllowed, match="someone else"):
         approval_decide(approval=a, user=users["support"], approve=True)
+    a.refresh_from_db()
+    assert a.status == "pending"
     ACTIONS["approve"].execute(users["admin"], a, "")
 
 

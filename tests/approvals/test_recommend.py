@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.recommend import recommend_groups, recommendation
+from approvals.recommend import recommendation
 from runs.engine.policy import POLICY
 from tests.approvals.conftest import agent, blocked_run
 
@@ -13,6 +13,7 @@ EXPECTED = {
     "invalid_output": "retry", "context_overflow": "skip", "permanent": "skip",
     "permission": "skip", "invalid_request": "terminate", "auth_error": "retry",
     "tool_error": "skip", "ambiguous_write": "confirm", "loop": "skip", "stall": "skip",
+    "turn_limit": "skip",
     "budget": "raise_budget", "recovery_limit": "retry", "circuit_open": "retry",
     "version_mismatch": "terminate", "drift": "terminate", "approval_expired": "retry",
     "self_check_failed": "terminate",
@@ -86,13 +87,17 @@ def test_retry_of_an_irreversible_call_says_so(engine):
     assert r.action == "retry" and "email (irreversible)" in r.why
 
 
+
 @pytest.mark.django_db
-def test_attention_runs_are_grouped_by_signature(engine):
+def test_attention_runs_are_grouped_by_signature_on_the_queue(engine, users):
+    from django.test import Client
+
     first, second = blocked_run("grp"), blocked_run("grp")
-    other = blocked_run("grp-other")
-    groups = recommend_groups()
-    assert [g["count"] for g in groups] == [2, 1]
-    top = groups[0]
-    assert top["attention_signature"] == first.attention_signature == second.attention_signature
-    assert top["agent_name"] == "grp" and top["recommended_action"] == "skip"
-    assert groups[1]["attention_signature"] == other.attention_signature
+    blocked_run("grp-other")
+    client = Client()
+    client.force_login(users["operator"])
+    page = client.get("/?view=groups").content.decode()
+    rows = page[page.index('class="grid groups"'):].split("<tr data-row")[1:]
+    assert len(rows) == 2 and "<strong>2</strong>" in rows[0] and "<strong>1</strong>" in rows[1]
+    assert first.attention_signature == second.attention_signature
+    assert f"sig={first.attention_signature}" in rows[0]

@@ -24,26 +24,32 @@ def worker_env(**extra: str) -> dict[str, str]:
                AGENTOPS_SWEEP_INTERVAL_S=str(settings.AGENTOPS_SWEEP_INTERVAL_S),
                AGENTOPS_TICK_SLICE_S="5", AGENTOPS_BACKOFF_BASE_S="0.2",
                AGENTOPS_BACKOFF_CAP_S="2", AGENTOPS_TOOL_TIMEOUT_S="2", LOG_LEVEL="ERROR",
-               PYTHONUNBUFFERED="1", **extra)
+               PYTHONUNBUFFERED="1")
+    env.update(extra)
     return env
 
 
 class Worker:
     """One worker host: a process group we can SIGKILL whole and start again."""
 
-    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None,
+                 **more_env: str) -> None:
         self.name, self.log_dir, self.proc = name, log_dir, None
-        self.starts = 0
-        self.env = env or {}
+        self.starts, self.env = 0, {**(env or {}), **more_env}
 
     def start(self) -> None:
         """Start the worker in its own process group."""
         self.starts += 1
-        log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
+        log = open(self.log_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
-            env={**worker_env(), **self.env},
+            env=worker_env(**self.env),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def log_path(self) -> Path:
+        """Return the file the current start of this worker writes its output to."""
+        return self.log_dir / f"{self.name}-{self.starts}.log"
 
     def pids(self) -> set[int]:
         """Return the pids of every process in the group (the q2 workers own leases)."""
