@@ -217,6 +217,8 @@ def _reconcile(session: RunSession, call: ToolCall) -> None:
         toolcall_update(call, S.PENDING)()
         return
     if spec.probe is None:
+        # The attempt the dead worker opened (numbered before toolcall_update counts it).
+        opened = call.attempts + 1
         go_unknown(session, tool=call.tool, tool_call_id=call.tool_call_id,
                    detail=f"{call.tool} ({call.tool_call_id}) was running when its worker died; "
                           "it has no probe, so only a person can say whether it happened",
@@ -224,8 +226,8 @@ def _reconcile(session: RunSession, call: ToolCall) -> None:
                                                      "attempt": call.attempts + 1,
                                                      "category": "worker_lost"},
                                     tool_call_id=call.tool_call_id)],
-                   also=[toolcall_update(call, S.UNKNOWN, attempts=call.attempts + 1),
-                         attempt_finish(call, call.attempts + 1, S.UNKNOWN)])
+                   also=[toolcall_update(call, S.UNKNOWN, attempts=opened),
+                         attempt_finish(call, opened, S.UNKNOWN, error_class="worker_lost")])
         return
     _, ctx, args = _job(session, call.step_key, call)
     lost = Outcome("timed_out", category="worker_lost", message="worker died mid-call",
