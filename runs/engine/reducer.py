@@ -249,8 +249,8 @@ def _step_outcome(state: State, e: Event, call: dict[str, Any], d: dict[str, Any
         error = d.get("error") or {}
         if step is not None:
             step.setdefault("rejected", {})[call["name"]] = error.get("message", "")
-        kind = "approval_expired" if error.get("category") == "approval_expired" else \
-            "approval_rejected"
+        expired = error.get("category") == "approval_expired"
+        kind = "approval_expired" if expired else "approval_rejected"
         _exception(state, e, kind, step=call["step"], tool=call["name"], tool_call_id=d["id"],
                    by=error.get("by", ""), why=error.get("message", ""))
 
@@ -269,7 +269,7 @@ def _step_incomplete(state: State, d: dict[str, Any], e: Event) -> None:
 @_on(EventType.TOOL_COMPENSATED)
 def _tool_compensated(state: State, d: dict[str, Any], e: Event) -> None:
     _exception(state, e, "compensated", tool=d.get("tool", ""), tool_call_id=d["id"],
-               by=d.get("by", ""), why="undone by its compensation during a rollback")
+               by=d.get("by", ""), why="undone by its compensation (rollback)")
 
 
 @_on(EventType.RUN_FINISHED_PARTIAL)
