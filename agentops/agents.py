@@ -20,17 +20,45 @@ from runs.errors import UnknownAgent
 
 @dataclass(frozen=True)
 class StepSpec:
-    """One step of a fixed plan."""
+    """One step of a fixed plan, and what must be true for it to count as done.
+
+    Args:
+        requires_tools: tools that must have succeeded in this step (by name, at least once).
+        requires_facts: fact keys that a successful call of this step must have returned.
+        output_schema: a JSON schema the model's final answer (a JSON object) must fit.
+        allow_rejection: a person rejecting a required tool ends the step (the run then
+            finishes "completed with exceptions"); by default the run blocks instead.
+    """
 
     key: str
     title: str = ""
     depends_on: tuple[str, ...] = ()
     input: dict[str, Any] = field(default_factory=dict)
+    requires_tools: tuple[str, ...] = ()
+    requires_facts: tuple[str, ...] = ()
+    output_schema: dict[str, Any] | None = None
+    allow_rejection: bool = False
+
+    def completion(self) -> dict[str, Any]:
+        """Return the declared completion as stored in events ({} when none is declared)."""
+        out: dict[str, Any] = {}
+        if self.requires_tools:
+            out["tools"] = list(self.requires_tools)
+        if self.requires_facts:
+            out["facts"] = list(self.requires_facts)
+        if self.output_schema is not None:
+            out["output_schema"] = self.output_schema
+        if out and self.allow_rejection:
+            out["allow_rejection"] = True
+        return out
 
     def as_json(self) -> dict[str, Any]:
         """Return the step as it is stored in events."""
-        return {"key": self.key, "title": self.title or self.key,
-                "depends_on": list(self.depends_on), "input": self.input}
+        out = {"key": self.key, "title": self.title or self.key,
+               "depends_on": list(self.depends_on), "input": self.input}
+        if self.completion():
+            out["completion"] = self.completion()
+        return out
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,7 @@ class Agent:
             raise ValueError(f"agent {self.name}: duplicate tool names in {names}")
         if self.plan is not None:
             _check_dag(self.name, [s.as_json() for s in self.plan])
+            _check_completion(self.name, self.plan, set(names))
         self._tools = {t.name: t for t in self.tools}
 
     def tool(self, name: str) -> ToolSpec | None:
@@ -95,6 +124,23 @@ def _check_dag(agent: str, steps: list[dict[str, Any]]) -> None:
                 f"agent {agent}: step {s['key']} depends on {missing}, which are not earlier steps"
             )
         seen.add(s["key"])
+
+
+def _check_completion(agent: str, plan: Sequence[StepSpec], tools: set[str]) -> None:
+    for s in plan:
+        unknown = [t for t in s.requires_tools if t not in tools]
+        if unknown:
+            raise ValueError(f"agent {agent}: step {s.key} requires tools {unknown}, which "
+                             f"the agent does not have (tools: {sorted(tools)})")
+        if s.output_schema is not None:
+            import jsonschema
+
+            try:
+                jsonschema.validators.validator_for(s.output_schema).check_schema(
+                    s.output_schema)
+            except jsonschema.exceptions.SchemaError as exc:
+                raise ValueError(f"agent {agent}: step {s.key} output_schema is not a valid "
+                                 f"JSON schema: {exc.message}") from None
 
 
 def plan_check(agent: str, steps: Any) -> list[dict[str, Any]]:

@@ -198,8 +198,10 @@ def _sensitive(run: Run, tool: str) -> tuple[str, ...]:
 
 
 def _rejected_result(call: ToolCall, reason: str, who: str, category: str = "rejected") -> NewEvent:
+    # The model reads this as the tool's result: who said no, and why, in one sentence.
+    message = f"rejected by {who}: {reason}" if category == "rejected" else reason
     return result_event(call.tool_call_id, status="rejected", error={
-        "category": category, "retryable": False, "message": reason[:2000], "by": who,
+        "category": category, "retryable": False, "message": message[:2000], "by": who,
         "next": "do not make this call again as it was; find another way or finish the step"})
 
 

@@ -14,19 +14,21 @@ def args_hash(args: dict[str, Any]) -> str:
 
 
 def idempotency_key(*, run_id: Any, step: str, tool: str, args: dict[str, Any],
-                    turn: int | None = None, epoch: int = 0) -> str:
+                    turn: int | None = None, generation: int = 1) -> str:
     """Return hash(run, step, tool, canonical args) — plus the turn for reads.
 
     Writes leave the turn out, so the model asking again for the same write in the same step
     maps to the same ledger row and never runs twice. Reads include it: asking again for a read
-    (polling) is a new call. ``epoch`` counts rollbacks: a write undone by a rollback may be
-    made again afterwards.
+    (polling) is a new call. ``generation`` counts redos: a write whose earlier call was
+    cancelled or undone (a rollback) may be proposed again, and gets the next generation's
+    key, so it is neither refused as a duplicate nor confused with the cancelled call.
     """
     parts = [str(run_id), step, tool, canonical_json(args)]
     if turn is not None:
         parts.append(str(turn))
-    if epoch:
-        parts.append(f"epoch:{epoch}")
+    if generation > 1:
+        # Generation 2 hashes as the old "epoch:1" did: keys already stored stay valid.
+        parts.append(f"epoch:{generation - 1}")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 

@@ -31,6 +31,11 @@ class ToolCall(models.Model):
     approved_args = models.JSONField(null=True, blank=True)
     sealed_args = models.TextField(blank=True, help_text="sensitive arguments, encrypted")
     idempotency_key = models.CharField(max_length=64)
+    generation = models.PositiveSmallIntegerField(
+        default=1, help_text="1, or n when this redoes a write whose earlier call was "
+                             "cancelled or undone (its key is then a new generation)")
+    supersedes = models.CharField(max_length=40, blank=True,
+                                  help_text="tool_call_id of the cancelled call this redoes")
     effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.READ)
     idempotent = models.BooleanField(default=False)
     probeable = models.BooleanField(default=False)

@@ -24,6 +24,8 @@ class ToolCallOut(Schema):
     effect: str
     idempotent: bool
     reversibility: str
+    generation: int = Field(description="1, or n for the n-th redo of a cancelled write")
+    supersedes: str = Field(description="the cancelled call this one redoes, if any")
     status: str
     attempts: int
     facts: Any

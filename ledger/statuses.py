@@ -19,6 +19,9 @@ class ToolCallStatus(models.TextChoices):
     COMPENSATED = "compensated"
     CONFIRMED_EXECUTED = "confirmed_executed"
     CONFIRMED_NOT_EXECUTED = "confirmed_not_executed"
+    # Asked for by the model but refused before dispatch (no such tool, arguments that fail
+    # the tool's schema): recorded so it is visible and counted, never run.
+    REFUSED = "refused"
 
 
 class Effect(models.TextChoices):
@@ -41,8 +44,12 @@ OPEN = frozenset({S.PENDING, S.RUNNING, S.AWAITING_APPROVAL})
 IN_FLIGHT = frozenset({S.PENDING, S.RUNNING})
 DONE_OK = frozenset({S.SUCCEEDED, S.CONFIRMED_EXECUTED})
 SETTLED = frozenset(
-    {S.SUCCEEDED, S.FAILED, S.REJECTED, S.CANCELLED, S.COMPENSATED, S.CONFIRMED_EXECUTED}
+    {S.SUCCEEDED, S.FAILED, S.REJECTED, S.CANCELLED, S.COMPENSATED, S.CONFIRMED_EXECUTED,
+     S.REFUSED}
 )
+# A write in one of these never happened (or was undone): proposing it again is a new
+# generation of its idempotency key, not a duplicate.
+REDOABLE = frozenset({S.CANCELLED, S.COMPENSATED})
 
 # An attempt's outcome: where a call may land after it ran (attempts of calls that are safe
 # to repeat are not marked running first, so they land straight from pending or a retry).
@@ -53,7 +60,9 @@ TOOLCALL_TRANSITIONS: dict[str, frozenset[str]] = {
     S.RUNNING: frozenset({S.CANCELLED, S.PENDING, *_OUTCOMES}),
     S.TIMED_OUT: frozenset({S.RUNNING, S.PENDING, S.CANCELLED, *_OUTCOMES}),
     S.FAILED: frozenset({S.PENDING, S.RUNNING, S.COMPENSATED, S.CANCELLED, *_OUTCOMES}),
-    S.UNKNOWN: frozenset({S.CONFIRMED_EXECUTED, S.CONFIRMED_NOT_EXECUTED, S.SUCCEEDED, S.CANCELLED}),
+    # A late report of the worker (after a cancel marked the call unknown) may settle it.
+    S.UNKNOWN: frozenset({S.CONFIRMED_EXECUTED, S.CONFIRMED_NOT_EXECUTED, S.SUCCEEDED, S.FAILED,
+                          S.CANCELLED}),
     S.CONFIRMED_NOT_EXECUTED: frozenset({S.PENDING, S.RUNNING, S.CANCELLED, *_OUTCOMES}),
     S.SUCCEEDED: frozenset({S.COMPENSATED}),
     S.CONFIRMED_EXECUTED: frozenset({S.COMPENSATED}),
@@ -61,6 +70,7 @@ TOOLCALL_TRANSITIONS: dict[str, frozenset[str]] = {
     # A result that arrives after cancel is recorded on the call; the run stays cancelled.
     S.CANCELLED: frozenset({S.SUCCEEDED}),
     S.COMPENSATED: frozenset(),
+    S.REFUSED: frozenset(),
 }
 
 

@@ -26,6 +26,7 @@ class EventType(models.TextChoices):
     RUN_CANCELLED = "run.cancelled"
     RUN_COMPLETED = "run.completed"
     RUN_FORKED = "run.forked"
+    RUN_FINISHED_PARTIAL = "run.finished_partial"  # an operator ended it with partial results
     PLAN_ACCEPTED = "plan.accepted"
     STEP_STARTED = "step.started"
     STEP_COMPLETED = "step.completed"
@@ -33,6 +34,7 @@ class EventType(models.TextChoices):
     STEP_RETRYING = "step.retrying"
     STEP_SKIPPED = "step.skipped"
     STEP_RESET = "step.reset"
+    STEP_INCOMPLETE = "step.incomplete"  # the model stopped before the step's completion
     MODEL_REQUESTED = "model.requested"
     MODEL_REPLIED = "model.replied"
     MODEL_FAILED = "model.failed"
@@ -62,7 +64,7 @@ E = EventType
 # with a reduced event, e.g. run.cancelled with run.status, tool.compensated with the ledger).
 AUDIT_ONLY = frozenset({
     E.RUN_RESUMED, E.RUN_BUDGET_RAISED, E.RUN_CANCELLED, E.RUN_COMPLETED, E.RUN_FORKED,
-    E.TOOL_STARTED, E.TOOL_ATTEMPT_FAILED, E.TOOL_LATE_RESULT, E.TOOL_COMPENSATED,
+    E.TOOL_STARTED, E.TOOL_ATTEMPT_FAILED, E.TOOL_LATE_RESULT,
     E.TOOL_COMPENSATION_FAILED, E.APPROVAL_EXPIRED, E.APPROVAL_STALE,
     E.GUARD_SELF_CHECK_FAILED,
 })

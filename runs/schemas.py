@@ -50,6 +50,7 @@ class RunSummaryOut(Schema):
     steps_total: int
     steps_done: int
     last_seq: int
+    exceptions_count: int = Field(description="exceptions an ended run carries")
     created_at: dt.datetime
     updated_at: dt.datetime
 
@@ -57,6 +58,24 @@ class RunSummaryOut(Schema):
     def resolve_agent(obj: Any) -> str:
         """Return the agent name."""
         return obj.agent_name
+
+    @staticmethod
+    def resolve_exceptions_count(obj: Any) -> int:
+        """Return how many exceptions the run ended with."""
+        return len(obj.exceptions or [])
+
+
+class RunExceptionOut(Schema):
+    """One thing that kept a run from a clean success: what, who, when, why."""
+
+    kind: str
+    what: str
+    who: str
+    when: str
+    why: str
+    step: str = ""
+    tool: str = ""
+    tool_call_id: str = ""
 
 
 class RunOut(RunSummaryOut):
@@ -85,6 +104,15 @@ class RunOut(RunSummaryOut):
     forked_at_seq: int | None
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    exceptions: list[RunExceptionOut] = Field(
+        description="a completed_with_exceptions run's list; so far, for a live run")
+
+    @staticmethod
+    def resolve_exceptions(obj: Any) -> list[dict[str, Any]]:
+        """Return the ended run's exceptions, or those it has gathered so far."""
+        from runs.selectors import run_exceptions
+
+        return run_exceptions(run=obj)
 
 
 class RunPageOut(Schema):

@@ -13,6 +13,7 @@ from typing import Any
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
 
 from agentops import clock
+from agentops.errors import AgentOpsError
 from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
@@ -22,7 +23,7 @@ from runs.statuses import ATTENTION, RunStatus, WaitKind
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
-TABS = ("waiting", "blocked", "unknown", "approvals", "running", "all")
+TABS = ("waiting", "blocked", "unknown", "approvals", "running", "exceptions", "all")
 AGES = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1),
         "1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7)}
 # Attention tabs show the longest-stuck first (most urgent); activity tabs the newest first.
@@ -62,6 +63,7 @@ def _tab_q(tab: str) -> Q:
         "unknown": Q(status=RunStatus.UNKNOWN),
         "approvals": attention_wait & Q(wait_kind=WaitKind.APPROVAL),
         "running": Q(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]),
+        "exceptions": Q(status=RunStatus.COMPLETED_WITH_EXCEPTIONS),
         "all": Q(),
     }.get(tab, Q(status__in=list(ATTENTION)))
 
@@ -148,6 +150,7 @@ def run_counts_by_tab() -> dict[str, int]:
         else:
             counts[status] += n
     counts["running"] = run_count_capped(Run.objects.filter(_tab_q("running")))
+    counts["exceptions"] = run_count_capped(Run.objects.filter(_tab_q("exceptions")))
     counts["all"] = run_count_capped(Run.objects.all())
     return counts
 
@@ -191,6 +194,23 @@ def run_get_detail(*, run_id: Any) -> RunDetail:
                 .order_by("-created_at").first())
     steps = list(Step.objects.filter(run=run).order_by("position")[:500])
     return RunDetail(run=run, tool_call=tool_call, approval=approval, steps=steps)
+
+
+def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
+    """Return what keeps ``run`` from a clean success: final once it ended, else so far."""
+    from runs.engine.exceptions import exceptions_resolve
+    from runs.engine.snapshots import load_state
+    from runs.statuses import TERMINAL
+
+    if run.status in TERMINAL:
+        return list(run.exceptions or [])
+    try:
+        items = load_state(run.pk).get("exceptions", [])
+    except (KeyError, TypeError, AgentOpsError):
+        # A log this code cannot fold (an unknown schema, a run made by hand) still renders;
+        # its exceptions show once it ends.
+        return []
+    return exceptions_resolve(run.pk, items)
 
 
 def event_page(*, run_id: Any, before_seq: int | None = None, type: str = "",

@@ -69,15 +69,31 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     return run
 
 
-def run_cancel(*, run: Run, actor: Any = None, reason: str = "") -> Run:
-    """Cancel a run: it stops at its next write; late results are recorded, never turn it green."""
+def run_cancel(*, run: Run, actor: Any = None, reason: str = "",
+               parent: Run | None = None) -> Run:
+    """Cancel a run and everything hanging off it; late results never turn it green.
+
+    In one transaction: the run goes ``cancelled``, its pending approvals go stale, its
+    ledger calls that will never run are closed (a call in flight becomes ``unknown`` with
+    its attempt closed, unless its worker still reports a late result), and each live child
+    run is cancelled the same way with an event saying it was its parent.
+    """
     if run.status in TERMINAL:
         from runs.errors import IllegalTransition
 
         raise IllegalTransition("run", run.status, RunStatus.CANCELLED)
-    run_transition(run, RunStatus.CANCELLED, reason="cancelled", detail=reason,
-                   actor=_actor_name(actor), fields={"cancel_requested": True},
-                   events=[NewEvent(EventType.RUN_CANCELLED, {"reason": reason}, actor=_actor_name(actor))])
+    who = _actor_name(actor)
+    data: dict[str, Any] = {"reason": reason}
+    if parent is not None:
+        data["parent"] = str(parent.pk)
+    with transaction.atomic():
+        run_transition(run, RunStatus.CANCELLED, reason="cancelled", detail=reason[:500],
+                       actor=who, fields={"cancel_requested": True},
+                       events=[NewEvent(EventType.RUN_CANCELLED, data, actor=who)],
+                       also=run_cancel_writes(run, reason))
+        for child in Run.objects.filter(parent=run).exclude(status__in=list(TERMINAL)):
+            run_cancel(run=child, actor=actor, parent=run,
+                       reason=f"its parent run {run.pk} was cancelled: {reason}"[:500])
     return run
 
 
@@ -108,6 +124,8 @@ def _actor_name(actor: Any) -> str:
         return actor.get_username()
     return str(actor)
 
+
+from runs.services_cancel import run_cancel_writes  # noqa: E402
 
 # Signals and forks live in their own module; re-exported so callers find every run service here.
 from runs.services_signals import run_fork, run_signal  # noqa: E402,F401

@@ -13,6 +13,9 @@ class RunStatus(models.TextChoices):
     BLOCKED = "blocked"
     UNKNOWN = "unknown"
     SUCCEEDED = "succeeded"
+    # Ended, but not cleanly: steps skipped, approvals rejected, writes undone, outcomes an
+    # operator supplied... the run's ``exceptions`` list says what, who, when and why.
+    COMPLETED_WITH_EXCEPTIONS = "completed_with_exceptions"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
@@ -32,6 +35,7 @@ class BlockReason(models.TextChoices):
     DRIFT = "drift"
     APPROVAL_EXPIRED = "approval_expired"
     SELF_CHECK_FAILED = "self_check_failed"
+    INCOMPLETE_STEP = "incomplete_step"
 
 
 class WaitKind(models.TextChoices):
@@ -55,7 +59,10 @@ class StepStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
-TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS,
+                      RunStatus.FAILED, RunStatus.CANCELLED})
+# Ended having done its work; only SUCCEEDED did all of it with nothing to report.
+COMPLETED = frozenset({RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS})
 ATTENTION = frozenset({RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN})
 RUNNABLE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
 STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
@@ -64,6 +71,9 @@ STEP_TERMINAL = frozenset(
 )
 
 _ANY_LIVE_TO_END = {RunStatus.CANCELLED, RunStatus.FAILED}
+# An operator may end a stopped run on purpose with what it has ("finish with partial
+# results"); the engine ends a running one with exceptions when its record carries any.
+_STOPPED_TO_PARTIAL = {RunStatus.COMPLETED_WITH_EXCEPTIONS}
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
     RunStatus.QUEUED: frozenset({RunStatus.RUNNING, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
     RunStatus.RUNNING: frozenset(
@@ -73,13 +83,17 @@ RUN_TRANSITIONS: dict[str, frozenset[str]] = {
             RunStatus.BLOCKED,
             RunStatus.UNKNOWN,
             RunStatus.SUCCEEDED,
+            RunStatus.COMPLETED_WITH_EXCEPTIONS,
             *_ANY_LIVE_TO_END,
         }
     ),
-    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
-    RunStatus.BLOCKED: frozenset({RunStatus.QUEUED, *_ANY_LIVE_TO_END}),
-    RunStatus.UNKNOWN: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END}),
+    RunStatus.WAITING: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END,
+                                  *_STOPPED_TO_PARTIAL}),
+    RunStatus.BLOCKED: frozenset({RunStatus.QUEUED, *_ANY_LIVE_TO_END, *_STOPPED_TO_PARTIAL}),
+    RunStatus.UNKNOWN: frozenset({RunStatus.QUEUED, RunStatus.BLOCKED, *_ANY_LIVE_TO_END,
+                                  *_STOPPED_TO_PARTIAL}),
     RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.COMPLETED_WITH_EXCEPTIONS: frozenset(),
     RunStatus.FAILED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
 }

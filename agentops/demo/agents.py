@@ -40,9 +40,13 @@ def model_factory(script: Callable[..., Any], step_tools: dict[str, str]) -> Cal
     return make
 
 
-def _steps(step_tools: dict[str, str], titles: dict[str, str]) -> list[StepSpec]:
+def _steps(step_tools: dict[str, str], titles: dict[str, str],
+           rejectable: tuple[str, ...] = ()) -> list[StepSpec]:
+    # Each step is done only when its tool succeeded; a step in ``rejectable`` may also end
+    # with its tool rejected by a person (the run then completes with that exception).
     keys = list(step_tools)
-    return [StepSpec(k, title=titles.get(k, k), depends_on=(keys[i - 1],) if i else ())
+    return [StepSpec(k, title=titles.get(k, k), depends_on=(keys[i - 1],) if i else (),
+                     requires_tools=(step_tools[k],), allow_rejection=k in rejectable)
             for i, k in enumerate(keys)]
 
 
@@ -55,7 +59,8 @@ SUPPORT = registry.register(Agent(
     plan=_steps(scripts.SUPPORT_STEPS, {
         "order": "Look up the order", "policy": "Check the return policy",
         "track": "Confirm delivery with the carrier", "refund": "Refund the customer",
-        "label": "Create the return label", "notify": "Email the customer"}),
+        "label": "Create the return label", "notify": "Email the customer"},
+        rejectable=("refund",)),
     model=model_factory(scripts.support_returns, scripts.SUPPORT_STEPS),
 ))
 
@@ -84,7 +89,8 @@ EXTRACT = registry.register(Agent(
     system_prompt=("You extract vendor and total from each invoice document: read them, "
                    "then save one record per document."),
     tools=[t.read_documents, t.save_fields],
-    plan=[StepSpec("extract", title="Read and extract the batch")],
+    plan=[StepSpec("extract", title="Read and extract the batch",
+                   requires_tools=("read_documents", "save_fields"))],
     model=model_factory(scripts.document_extract, scripts.EXTRACT_STEPS),
     max_turns_per_step=6,
 ))

@@ -37,11 +37,36 @@ SUPPORT_STEPS = {"order": "get_order", "policy": "check_return_policy",
                  "label": "create_return_label", "notify": "send_customer_email"}
 
 
+def refund_outcome(ctx: ScriptContext) -> str:
+    """Return "" when the refund went through, else why not (rejected, or the step skipped)."""
+    ids = {c["id"] for m in ctx.messages if m.get("role") == "assistant"
+           for c in m.get("tool_calls") or () if c["function"]["name"] == "issue_refund"}
+    for msg in ctx.messages:
+        if msg.get("role") == "tool" and msg.get("tool_call_id") in ids:
+            body = json.loads(msg["content"])
+            if body.get("status") in ("succeeded", "confirmed_executed"):
+                return ""
+            if body.get("status") == "rejected":
+                return (body.get("error") or {}).get("message", "rejected")
+    progress = next((m["content"] for m in ctx.messages
+                     if m.get("content", "").startswith("## Progress")), "")
+    if "[-] refund:" in progress:
+        return "the refund step was skipped"
+    return ""
+
+
 def support_returns(ctx: ScriptContext) -> ModelReply:
-    """Answer the support-returns agent: one tool call per step, then a short note."""
+    """Answer the support-returns agent: one tool call per step, then a short note.
+
+    A refund a person rejected is not retried and never announced: the refund step ends
+    saying so, and the customer's email says the refund was not made.
+    """
     order_id = str(ctx.input.get("order_id", "A-1001"))
     looping = ctx.step == "track" and _model_fault(ctx)[0] == "repeat_tracking"
     if ctx.turn > 1 and not looping:
+        not_refunded = refund_outcome(ctx) if ctx.step == "refund" else ""
+        if not_refunded:
+            return say(f"refund not made for {order_id}: {not_refunded}")
         return say(f"{ctx.step} done for {order_id}")
     order = ctx.fact("item") and {"amount": ctx.fact("amount"), "email": ctx.fact("email")}
     order = order or world.order_get(order_id)
@@ -49,8 +74,12 @@ def support_returns(ctx: ScriptContext) -> ModelReply:
     if ctx.step == "refund":
         args["amount"] = order["amount"]
     if ctx.step == "notify":
-        args = {"to": order["email"], "subject": f"Your return of {order_id}",
-                "body": f"We refunded {order['amount']} EUR; your return label is attached."}
+        not_refunded = refund_outcome(ctx)
+        body = (f"We refunded {order['amount']} EUR; your return label is attached."
+                if not not_refunded else
+                "We could not refund your order; a colleague will contact you. Your return "
+                "label is attached.")
+        args = {"to": order["email"], "subject": f"Your return of {order_id}", "body": body}
     return call(SUPPORT_STEPS[ctx.step], **args)
 
 

@@ -13,6 +13,7 @@ from approvals.actions import (
     approve,
     confirm,
     edit_args,
+    finish_partial,
     raise_budget,
     reject,
     resume,
@@ -28,7 +29,7 @@ from approvals.errors import UnknownAction
 ACTIONS: dict[str, Action] = {a.verb: a for a in (
     raise_budget.ACTION, resume.ACTION, retry.ACTION, skip.ACTION,
     confirm.CONFIRM_EXECUTED, confirm.CONFIRM_NOT_EXECUTED, rollback.ACTION,
-    terminate.ACTION, approve.ACTION, reject.ACTION, edit_args.ACTION,
+    finish_partial.ACTION, terminate.ACTION, approve.ACTION, reject.ACTION, edit_args.ACTION,
 )}
 RUN_ACTIONS = {v: a for v, a in ACTIONS.items() if a.target == "run"}
 APPROVAL_ACTIONS = {v: a for v, a in ACTIONS.items() if a.target == "approval"}

@@ -40,6 +40,15 @@ def panel_text(run: Run) -> str:
     return "\n".join(lines)
 
 
+def exceptions_text(run: Run) -> str:
+    """Return the exceptions an ended run carries, one per line: what, who, when, why."""
+    lines = [f"Run {run.pk} completed with exceptions:"]
+    for e in run.exceptions:
+        why = f" — {e['why']}" if e.get("why") else ""
+        lines.append(f"  - {e['what']} (by {e['who']}, {e.get('when') or 'time unknown'}){why}")
+    return "\n".join(lines)
+
+
 def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 600,
                poll_s: float = 0.5, stop_on_wait: bool = False) -> Run:
     """Print progress until ``run`` ends or needs a person; tick it here when ``inline``."""

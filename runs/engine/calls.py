@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentops import clock
 from agentops.redaction import Secrets
 from agentops.tools import ToolSpec
 from approvals.services import approval_build, approval_needed, approvals_insert
@@ -13,7 +14,7 @@ from ledger.keys import args_hash, idempotency_key, redact
 from ledger.models import ToolCall
 from ledger.sealed import seal
 from ledger.services.record import toolcall_move, toolcalls_insert
-from ledger.statuses import DONE_OK, ToolCallStatus
+from ledger.statuses import DONE_OK, REDOABLE, ToolCallStatus
 from runs.engine.events import NewEvent, result_event
 from runs.engine.session import RunSession
 
@@ -31,6 +32,8 @@ class PlannedCall:
     error: str = ""
     key: str = ""
     row: ToolCall | None = None
+    generation: int = 1
+    supersedes: str = ""
 
     def event_json(self) -> dict[str, Any]:
         """Return the call as the model.replied event records it (sensitive args redacted)."""
@@ -51,15 +54,11 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
                                 turn=None if p.spec.is_write else turn)
     existing = _existing([p.key for p in valid if p.spec.is_write])
     for p in valid:
-        prior = existing.get(p.key)
-        if prior is not None and prior.status == ToolCallStatus.COMPENSATED:
-            # Undone by a rollback: the same write may be made again, under a new key.
-            p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name,
-                                    args=p.args or {}, epoch=session.state.get("rollbacks", 0))
-            existing.update(_existing([p.key]))
-    rows, approvals = [], []
+        _next_generation(session, step, p, existing)
+    rows, approvals, refused = [], [], []
     for p in planned:
         if p.error:
+            refused.append(_refused_row(session, step, turn, p))
             events.append(result_event(p.call_id, status="failed", error={
                 "category": "invalid_arguments", "retryable": True, "message": p.error,
                 "next": "fix the arguments and call the tool again"}))
@@ -73,14 +72,41 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
                 toolcall_move(p.row, ToolCallStatus.AWAITING_APPROVAL)
                 approvals.append(approval_build(run=session.run, call=p.row, spec=p.spec,
                                                 why=reason, state=session.state))
-    if rows and not approvals and all(_inline_ok(session, p) for p in valid if p.row):
+    if rows and not approvals and not refused and all(_inline_ok(session, p)
+                                                      for p in valid if p.row):
         inline(session, step, turn, [p for p in valid if p.row], events)
         return
-    also = [toolcalls_insert(rows)] if rows else []
+    also = [toolcalls_insert(rows + refused)] if rows or refused else []
     if approvals:
         also.append(approvals_insert(approvals))
     session.commit(events, also=also)
     session.calls.update((r.tool_call_id, r) for r in rows)
+
+
+def _next_generation(session: RunSession, step: str, p: PlannedCall,
+                     existing: dict[str, ToolCall]) -> None:
+    """Give a write whose earlier call was cancelled or undone the next generation's key."""
+    prior = existing.get(p.key)
+    while p.spec.is_write and prior is not None and prior.status in REDOABLE:
+        p.generation, p.supersedes = prior.generation + 1, prior.tool_call_id
+        p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name,
+                                args=p.args or {}, generation=p.generation)
+        existing.update(_existing([p.key]))
+        prior = existing.get(p.key)
+
+
+def _refused_row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
+    """Return the ledger row of a call refused before dispatch (visible and counted)."""
+    args = p.args if isinstance(p.args, dict) else {}
+    if p.spec is not None:
+        args = redact(args, p.spec.sensitive)
+    return ToolCall(
+        tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,
+        step_key=step, turn=turn, index=p.index, tool=p.name[:100], args=args,
+        args_hash=args_hash(args), idempotency_key=args_hash({"refused": p.call_id}),
+        effect=p.spec.effect if p.spec else "read", status=ToolCallStatus.REFUSED,
+        error_class="invalid_arguments", error=p.error[:500], finished_at=clock.now(),
+    )
 
 
 def _existing(keys: list[str]) -> dict[str, ToolCall]:
@@ -116,6 +142,7 @@ def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
         args_hash=args_hash(args), idempotency_key=p.key, effect=spec.effect,
         idempotent=spec.idempotent, probeable=spec.probe is not None,
         reversibility=spec.reversibility, sealed_args=seal(sensitive),
+        generation=p.generation, supersedes=p.supersedes,
     )
 
 

@@ -17,6 +17,10 @@ RESUMED_NOTE = (
     "recorded state; tool calls already made are not repeated."
 )
 MISSING_NOTE = "Some fields are missing from this result. Do not guess or infer them."
+SKIPPED_NOTE = " (SKIPPED, its work was NOT done: {why})"
+INCOMPLETE_NOTE = ("## Not done yet\nYou stopped, but this step is not complete. "
+                   "missing_fields: {fields}\n{reason}. Do what is missing (call the tools "
+                   "it names) before you answer.")
 KEEP_TURNS = 12
 COMPACT_AT = 0.7
 SUMMARY_LINES = 40
@@ -120,7 +124,9 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
     for step in state["plan"]:
         st = state["steps"].get(step["key"], {})
         mark = {"succeeded": "x", "skipped": "-", "running": ">"}.get(st.get("status"), " ")
-        lines.append(f"[{mark}] {step['key']}: {step['title']}")
+        note = SKIPPED_NOTE.format(why=(st.get("output") or {}).get("text", "")[:200]) \
+            if st.get("status") == "skipped" else ""
+        lines.append(f"[{mark}] {step['key']}: {step['title']}{note}")
     if state["facts"]:
         lines.append("## Confirmed facts")
         for call_id, facts in list(state["facts"].items())[-20:]:
@@ -142,8 +148,17 @@ def _current(state: dict[str, Any]) -> str:
     key = state["current_step"] or ""
     step = next((s for s in state["plan"] if s["key"] == key), {"title": key, "input": {}})
     turns = state["steps"].get(key, {}).get("turns", 0)
-    return (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
+    text = (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
             f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
+    missing = state["steps"].get(key, {}).get("missing")
+    if missing:
+        done = step.get("completion") or {}
+        reason = "Required: " + ", ".join(
+            [f"a successful {t}" for t in done.get("tools", [])]
+            + [f"fact {f}" for f in done.get("facts", [])]
+            + (["a JSON answer fitting the output schema"] if "output_schema" in done else []))
+        text += "\n" + INCOMPLETE_NOTE.format(fields=json.dumps(missing), reason=reason)
+    return text
 
 
 def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from ledger.services.limits import limits_load
 from runs.engine import reducer, telemetry
 from runs.engine.attention import attention_fields, block_reason
 from runs.engine.events import NewEvent
+from runs.engine.exceptions import run_exceptions_at_end
 from runs.engine.model_turn import PLAN_STEP, model_turn
 from runs.engine.outcomes import block
 from runs.engine.selfcheck import session_checked
@@ -164,6 +165,17 @@ def _finish_run(session: RunSession) -> None:
     if left:
         block(session, "stall", f"steps {', '.join(left)} cannot start: their dependencies "
                                 "did not complete")
+        return
+    exceptions = run_exceptions_at_end(session.run.pk, s)
+    if exceptions:
+        # Its work is done but not all of it as planned: never shown as a clean success.
+        session.commit([NewEvent(EventType.RUN_COMPLETED, {"steps": len(s["plan"]),
+                                                   "exceptions": len(exceptions)})],
+                       to=RunStatus.COMPLETED_WITH_EXCEPTIONS,
+                       reason="completed_with_exceptions",
+                       detail=f"{len(exceptions)} exception(s): "
+                              + "; ".join(e["kind"] for e in exceptions)[:400],
+                       fields={"exceptions": exceptions})
         return
     session.commit([NewEvent(EventType.RUN_COMPLETED, {"steps": len(s["plan"])})],
                    to=RunStatus.SUCCEEDED)

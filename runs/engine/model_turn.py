@@ -19,6 +19,7 @@ from runs.engine import context as ctx
 from runs.engine import telemetry
 from runs.engine.budgets import budget_exhausted
 from runs.engine.calls import PlannedCall, plan_calls
+from runs.engine.completion import Unmet, rejection_only, step_output, step_unmet
 from runs.engine.drift import drift_guard
 from runs.engine.events import NewEvent
 from runs.engine.jsonstate import strip_nul, unstorable_path
@@ -247,19 +248,43 @@ def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, 
 def _finish_step(session: RunSession, step: str, turn: int, text: str,
                  usage: dict[str, Any]) -> None:
     s = session.state
+    unmet = step_unmet(s, step, text)
+    replied = NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text,
+                                         "usage": usage, "finish_reason": "stop", "calls": [],
+                                         "no_progress": 0 if not unmet
+                                         else s["guards"]["no_progress"]})
+    if unmet:
+        _incomplete(session, step, turn, replied, unmet)
+        return
     facts = {}
     for t in s["turns"]:
         if t["step"] == step:
             for c in t["calls"]:
                 if c["id"] in s["facts"]:
                     facts[c["id"]] = s["facts"][c["id"]]
-    events = [
-        NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text, "usage": usage,
-                                   "finish_reason": "stop", "calls": [],
-                                   "no_progress": 0}),
-        NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": {"text": text[:4000], "facts": facts}}),
-    ]
-    session.commit(events, milestone="step_complete")
+    output: dict[str, Any] = {"text": text[:4000], "facts": facts}
+    answer = step_output(s, step, text)
+    if answer is not None:
+        output["answer"] = answer
+    session.commit([replied, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
+                   milestone="step_complete")
+
+
+def _incomplete(session: RunSession, step: str, turn: int, replied: NewEvent,
+                unmet: Unmet) -> None:
+    """Tell the model what the step still lacks and ask again; block once its turns are used."""
+    s = session.state
+    noted = NewEvent(EventType.STEP_INCOMPLETE, {"step": step, "turn": turn,
+                                         "missing_fields": unmet.missing_fields,
+                                         "reason": unmet.detail(step)})
+    turns = _turns_used(s, step) + 1  # since the step's last reset (an operator's retry)
+    # A person's rejection will not change by asking the model again.
+    if rejection_only(unmet) or turns >= session.agent.max_turns_per_step:
+        block(session, "incomplete_step", unmet.detail(step), events=[replied, noted],
+              tool=next(iter(unmet.rejected), ""))
+        return
+    session.commit([replied, noted,
+                    NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
 
 
 def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[str, Any]) -> None:

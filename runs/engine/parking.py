@@ -13,10 +13,11 @@ from typing import Any
 
 from agentops import clock
 from agentops.tools import ToolContext, ToolResult, ToolSpec, WaitForSignal, WaitRequest
-from ledger.models import ToolCall
+from ledger.models import ToolAttempt, ToolCall
 from ledger.services.limits import limit_values, limits_admit
 from ledger.services.record import toolcall_move, toolcall_update
 from ledger.statuses import ToolCallStatus as S
+from ledger.statuses import toolcall_can_move
 from runs.engine.events import NewEvent, event_append
 from runs.engine.outcomes import wait
 from runs.engine.session import RunSession
@@ -119,6 +120,21 @@ def _late_row(st: Settlement, new_rows: bool) -> None:
     if new_rows or not ToolCall.objects.filter(pk=st.call.pk).exists():
         toolcall_move(st.call, st.status, **fields)
         ToolCall.objects.bulk_create([st.call], ignore_conflicts=True)
-        return
-    toolcall_update(st.call, st.status, **fields)()
+        if st.call.pk is None:
+            st.call = ToolCall.objects.get(tool_call_id=st.call.tool_call_id)
+    else:
+        current = ToolCall.objects.get(pk=st.call.pk)
+        # A cancel marked a call in flight unknown; what its worker reports now replaces that
+        # (a late timeout says no more than "unknown" already does).
+        if toolcall_can_move(current.status, st.status):
+            toolcall_update(current, st.status, **fields)()
+    if st.attempt is not None:
+        # The attempt opened before dispatch closes with what really happened.
+        a = st.attempt
+        closed = ToolAttempt.objects.filter(tool_call_id=st.call.pk, attempt=a.attempt).update(
+            status=a.status, finished_at=a.finished_at, duration_ms=a.duration_ms,
+            error_class=a.error_class, error=a.error)
+        if not closed:
+            a.tool_call = st.call
+            ToolAttempt.objects.bulk_create([a], ignore_conflicts=True)
 

@@ -62,6 +62,10 @@ POLICY: dict[str, Rule] = {
                   "the next action does not serve the goal"),
     "approval_expired": Rule("stop", "retry", ("terminate", "skip"),
                              BlockReason.APPROVAL_EXPIRED, "nobody decided the approval in time"),
+    "incomplete_step": Rule("stop", "retry", ("skip", "terminate"),
+                            BlockReason.INCOMPLETE_STEP,
+                            "the step ended without what it declares done; retry it, or skip "
+                            "it and the run carries that as an exception"),
     "self_check_failed": Rule("stop", "terminate", ("retry",), BlockReason.SELF_CHECK_FAILED,
                               "the restored state failed its self-check"),
 }

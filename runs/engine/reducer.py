@@ -40,6 +40,7 @@ def empty_state() -> State:
         "signals": [],
         "guards": {"no_progress": 0, "recent_calls": []},
         "notes": [],
+        "exceptions": [],
     }
 
 
@@ -113,6 +114,7 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
             "title": s.get("title", s["key"]),
             "depends_on": list(s.get("depends_on", [])),
             "input": s.get("input", {}),
+            **({"completion": s["completion"]} if s.get("completion") else {}),
         }
         for s in d["steps"]
     ]
@@ -133,6 +135,7 @@ def _step_started(state: State, d: dict[str, Any], e: Event) -> None:
 def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="succeeded", output=d.get("output"), error_class="")
+    step.pop("missing", None)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
     if state["current_step"] == d["step"]:
         state["current_step"] = None
@@ -156,11 +159,17 @@ def _step_retrying(state: State, d: dict[str, Any], e: Event) -> None:
 def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="skipped", output=d.get("output"), error_class="")
+    step.pop("missing", None)
     if state["current_step"] == d["step"]:
         state["current_step"] = None
+    _exception(state, e, "step_skipped", step=d["step"], by=d.get("by", ""),
+               why=d.get("reason", ""))
     if (d.get("output") or {}).get("facts"):
         # Facts an operator supplies for a skipped step are confirmed facts for later steps.
         state["facts"][f"skip:{d['step']}"] = d["output"]["facts"]
+        _exception(state, e, "operator_output", step=d["step"], by=d.get("by", ""),
+                   why=f"facts supplied for skipped step {d['step']}: "
+                       f"{', '.join(sorted(d['output']['facts']))}")
 
 
 @_on(EventType.STEP_RESET)
@@ -169,6 +178,7 @@ def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     step.update(status="pending", retries=0, error_class="", output=None)
     # Agent.max_turns_per_step counts the turns since the step was last reset (a retry).
     step["turn_base"] = step.get("turns", 0)
+    step.pop("missing", None)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 
@@ -211,8 +221,10 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     result = {k: d[k] for k in _RESULT_KEYS if k in d}
     if d.get("artifact"):
         result["artifact"] = d["artifact"]
-    if state["open_calls"].pop(call_id, None) is not None:
+    opened = state["open_calls"].pop(call_id, None)
+    if opened is not None:
         state["usage"]["tool_calls"] += 1
+        _step_outcome(state, e, opened, d)
     for turn in reversed(state["turns"]):
         for call in turn["calls"]:
             if call["id"] == call_id:
@@ -224,6 +236,48 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     fresh = not d.get("deduplicated")
     if fresh and d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
         state["facts"][call_id] = d["facts"]
+
+
+def _step_outcome(state: State, e: Event, call: dict[str, Any], d: dict[str, Any]) -> None:
+    """Note what a settled call means for its step's declared completion (and exceptions)."""
+    step = state["steps"].get(call["step"])
+    status = d.get("status")
+    if step is not None and status in ("succeeded", "confirmed_executed"):
+        if call["name"] not in step.setdefault("tools_ok", []):
+            step["tools_ok"].append(call["name"])
+        keys = step.setdefault("fact_keys", [])
+        keys.extend(k for k in (d.get("facts") or {}) if k not in keys)
+    if status == "rejected":
+        error = d.get("error") or {}
+        if step is not None:
+            step.setdefault("rejected", {})[call["name"]] = error.get("message", "")
+        expired = error.get("category") == "approval_expired"
+        kind = "approval_expired" if expired else "approval_rejected"
+        _exception(state, e, kind, step=call["step"], tool=call["name"], tool_call_id=d["id"],
+                   by=error.get("by", ""), why=error.get("message", ""))
+
+
+def _exception(state: State, e: Event, kind: str, **fields: Any) -> None:
+    """Record something that keeps the run from a clean success (the seq dates it)."""
+    state.setdefault("exceptions", []).append({"kind": kind, "seq": e["seq"], **fields})
+
+
+@_on(EventType.STEP_INCOMPLETE)
+def _step_incomplete(state: State, d: dict[str, Any], e: Event) -> None:
+    # The model stopped before the step's declared completion: it is asked again, told this.
+    _step(state, d["step"])["missing"] = d["missing_fields"]
+
+
+@_on(EventType.TOOL_COMPENSATED)
+def _tool_compensated(state: State, d: dict[str, Any], e: Event) -> None:
+    _exception(state, e, "compensated", tool=d.get("tool", ""), tool_call_id=d["id"],
+               by=d.get("by", ""), why="undone by its compensation (rollback)")
+
+
+@_on(EventType.RUN_FINISHED_PARTIAL)
+def _finished_partial(state: State, d: dict[str, Any], e: Event) -> None:
+    _exception(state, e, "finished_partial", by=d.get("by", ""), why=d.get("reason", ""),
+               steps=d.get("not_done", []))
 
 
 @_on(EventType.TOOL_UNKNOWN)
@@ -277,6 +331,12 @@ def _tool_confirmed(state: State, d: dict[str, Any], e: Event) -> None:
     call = state["open_calls"].get(d["id"])
     if call is not None and not d.get("executed"):
         call.pop("unknown", None)
+    if not d.get("executed"):
+        _exception(state, e, "confirmed_not_executed", tool_call_id=d["id"],
+                   by=d.get("by", ""), why=d.get("evidence", "") or "confirmed not executed")
+    elif d.get("facts"):
+        _exception(state, e, "operator_output", tool_call_id=d["id"], by=d.get("by", ""),
+                   why="outcome facts supplied by a person: " + ", ".join(sorted(d["facts"])))
 
 
 @_on(EventType.APPROVAL_DECIDED)
@@ -297,6 +357,10 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
     # Spent usage, recoveries and received signals are facts of the world: they stay. The
     # turn counter stays too, so calls made after the rollback get new ids and keys.
     kept = {k: state[k] for k in ("run", "usage", "recoveries", "signals", "status", "turn")}
+    kept["exceptions"] = state.get("exceptions", []) + [{
+        "kind": "rolled_back", "seq": e["seq"], "by": d.get("by", ""),
+        "why": d.get("reason", "") or f"rolled back to event #{d['to_seq']}",
+        "cancelled": d.get("cancelled", []), "handled_by_hand": d.get("ticked", [])}]
     rollbacks = state.get("rollbacks", 0) + 1
     restored = copy.deepcopy(d["state"])
     state.clear()

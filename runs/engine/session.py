@@ -29,7 +29,8 @@ from runs.statuses import RunStatus, StepStatus
 
 SNAPSHOT_MIN_BYTES = 16_384
 _REST = {RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN,
-         RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+         RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS, RunStatus.FAILED,
+         RunStatus.CANCELLED}
 
 
 def state_projection(s: dict[str, Any]) -> dict[str, Any]:

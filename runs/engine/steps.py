@@ -17,6 +17,8 @@ from runs.event_types import EventType
 from runs.models import Step
 from runs.statuses import StepStatus, step_can_move
 
+# Step events that say something about a step without changing its status.
+_NOT_A_STATUS = frozenset({"step.incomplete"})
 _STATUS = {"step.started": StepStatus.RUNNING, "step.completed": StepStatus.SUCCEEDED,
            "step.skipped": StepStatus.SKIPPED, "step.reset": StepStatus.PENDING}
 
@@ -55,7 +57,7 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
     now = clock.now()
     for e in events:
         key = e.data.get("step") if e.type.startswith("step.") else None
-        if key is None or key.startswith("_"):
+        if key is None or key.startswith("_") or e.type in _NOT_A_STATUS:
             continue
         st = state["steps"].get(key, {})
         fields = changes.setdefault(key, {})

@@ -26,7 +26,7 @@ from runs.engine.events import NewEvent
 from runs.engine.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run, Signal
-from runs.statuses import ATTENTION, TERMINAL, RunStatus, WaitKind
+from runs.statuses import ATTENTION, COMPLETED, TERMINAL, RunStatus, WaitKind
 
 Writer = Callable[[], Any]
 
@@ -171,8 +171,13 @@ def children_wake(*, limit: int = 100) -> list[Any]:
                 continue
             call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
             facts = {"children": kids, "succeeded": sum(k["status"] == "succeeded" for k in kids),
-                     "failed": sum(k["status"] != "succeeded" for k in kids)}
-            summary = f"{facts['succeeded']} of {len(kids)} child runs succeeded"
+                     # A child that completed with exceptions did not do all its work.
+                     "with_exceptions": sum(k["status"] == RunStatus.COMPLETED_WITH_EXCEPTIONS
+                                            for k in kids),
+                     "failed": sum(k["status"] not in COMPLETED for k in kids)}
+            summary = (f"{facts['succeeded']} of {len(kids)} child runs succeeded"
+                       + (f", {facts['with_exceptions']} completed with exceptions"
+                          if facts["with_exceptions"] else ""))
             _wake(run, [result_event(call.tool_call_id, status="succeeded", facts=facts,
                                      summary=summary)],
                   [_call_succeeded(call, facts, summary)], why="children")

@@ -19,7 +19,7 @@ class Run(models.Model):
     goal = models.TextField()
     input = models.JSONField(default=dict, blank=True)
 
-    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.QUEUED)
     wait_kind = models.CharField(max_length=16, choices=WaitKind.choices, blank=True)
     wait_until = models.DateTimeField(null=True, blank=True)
     wait_data = models.JSONField(default=dict, blank=True)
@@ -29,6 +29,9 @@ class Run(models.Model):
     recommended_action = models.CharField(max_length=32, blank=True)
     recommendation_why = models.CharField(max_length=300, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    exceptions = models.JSONField(
+        default=list, blank=True,
+        help_text="what kept an ended run from a clean success: what, who, when, why")
 
     current_step = models.CharField(max_length=100, blank=True)
     current_tool_call = models.CharField(max_length=40, blank=True)

@@ -20,7 +20,7 @@ from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
-from runs.statuses import RunStatus, StepStatus
+from runs.statuses import TERMINAL, RunStatus, StepStatus
 
 _CANCELLABLE = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL,
                 TC.CONFIRMED_NOT_EXECUTED)
@@ -120,7 +120,8 @@ def run_skip(*, run: Run, actor: Any, reason: str = "", output: dict[str, Any] |
         also: list[Callable[[], Any]] = []
         closed = _close_open(run, state, step, events, also, "not run: the step was skipped",
                              cancel_rows=True)
-        events.append(NewEvent(EventType.STEP_SKIPPED, {"step": step, "by": who, "output": {
+        events.append(NewEvent(EventType.STEP_SKIPPED, {"step": step, "by": who, "reason": reason,
+                                                "output": {
             "text": f"skipped by {who}: {reason}"[:4000], "facts": facts or {}}}, actor=who))
         requeue(run, state, events, reason="operator_skip", actor=who, detail=reason, also=also)
     return {"step": step, "facts": facts or {}, "cancelled_calls": closed}
@@ -143,7 +144,7 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
     with run_locked(run, rules.CONFIRM, verb):
         call = _unknown_call(run, tool_call)
         said = {"id": call.tool_call_id, "executed": executed, "evidence": evidence[:4000],
-                "by": who}
+                "by": who, "tool": call.tool, **({"facts": facts} if facts else {})}
         events = [NewEvent(EventType.TOOL_CONFIRMED, said, tool_call_id=call.tool_call_id, actor=who)]
         if executed:
             summary = f"confirmed executed by {who}" + (f": {evidence}" if evidence else "")
@@ -154,11 +155,26 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
                                        facts=facts or {}, summary=summary[:2000]))
         else:
             also = [toolcall_update(call, TC.CONFIRMED_NOT_EXECUTED, not_before=None)]
+        also.append(_attempt_confirmed(call, TC.CONFIRMED_EXECUTED if executed
+                                       else TC.CONFIRMED_NOT_EXECUTED))
         state = load_state(run.pk)
         requeue(run, state, events, reason="operator_confirm", actor=who, detail=reason,
                 also=also)
     return {"tool_call": call.tool_call_id, "tool": call.tool, "executed": executed,
             "facts": facts or {}, "evidence": evidence[:4000]}
+
+
+def _attempt_confirmed(call: ToolCall, status: str) -> Callable[[], Any]:
+    """Return the writer closing the call's last attempt with the outcome a person confirmed."""
+    from ledger.models import ToolAttempt
+
+    def write() -> None:
+        last = ToolAttempt.objects.filter(tool_call=call).order_by("-attempt").first()
+        if last is not None:
+            ToolAttempt.objects.filter(pk=last.pk).update(
+                status=status, finished_at=last.finished_at or clock.now())
+
+    return write
 
 
 def _unknown_call(run: Run, tool_call: ToolCall | str | None) -> ToolCall:
@@ -173,9 +189,8 @@ def _unknown_call(run: Run, tool_call: ToolCall | str | None) -> ToolCall:
 
 
 def run_terminate(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
-    """Cancel the run with ``reason``; its pending approvals go stale (nobody can decide them)."""
-    from approvals.statuses import ApprovalStatus
-    from approvals.transition import approvals_close_pending
+    """Cancel the run with ``reason``: its approvals go stale, its child runs are cancelled."""
+    from approvals.models import Approval
     from runs.services import run_cancel
 
     refusal = rules.status_refusal(run, rules.LIVE, "terminate")
@@ -183,7 +198,10 @@ def run_terminate(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
         raise ActionNotApplicable(refusal, status=run.status)
     with transaction.atomic():
         src = run.status
+        pending = set(Approval.objects.filter(run=run, status="pending")
+                      .values_list("pk", flat=True))
+        children = list(Run.objects.filter(parent=run).exclude(status__in=list(TERMINAL))
+                        .values_list("pk", flat=True))
         run_cancel(run=run, actor=actor, reason=reason)
-        stale = approvals_close_pending(run=run, to=ApprovalStatus.STALE,
-                                        reason="the run was terminated")
-    return {"from": src, "to": RunStatus.CANCELLED, "stale_approvals": stale}
+    return {"from": src, "to": RunStatus.CANCELLED, "stale_approvals": sorted(pending),
+            "cancelled_children": [str(c) for c in children]}

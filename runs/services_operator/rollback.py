@@ -186,7 +186,8 @@ def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, A
         summary = {"to_seq": plan.to_seq,
                    "compensated": [c.tool_call_id for c in [*plan.done, *plan.compensate]],
                    "ticked": [c.tool_call_id for c, _ in plan.checklist],
-                   "cancelled": [c.tool_call_id for c in plan.cancel], "by": who}
+                   "cancelled": [c.tool_call_id for c in plan.cancel], "by": who,
+                   "reason": reason[:500]}
         rolled = NewEvent(EventType.RUN_ROLLED_BACK, {**summary, "state": plan.state}, actor=who)
         new = reducer.fold(state, [{"seq": run.last_seq + 1, "type": rolled.type,
                                     "data": rolled.data},

@@ -19,6 +19,7 @@ SKIP = (RunStatus.BLOCKED,)
 RESUME = (RunStatus.BLOCKED,)
 CONFIRM = (RunStatus.UNKNOWN,)
 ROLLBACK = (RunStatus.BLOCKED, RunStatus.UNKNOWN)
+FINISH = (RunStatus.BLOCKED, RunStatus.UNKNOWN, RunStatus.WAITING)  # finish with partial results
 LIVE = tuple(s for s in RunStatus if s not in TERMINAL)  # terminate, raise budget
 
 

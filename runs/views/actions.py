@@ -20,6 +20,7 @@ from approvals.roles import can_operate, can_see_results
 from ledger.artifacts import artifact_read
 from ledger.secrets import run_secrets
 from runs import selectors as sel
+from runs.outlook import action_outlook
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
@@ -51,7 +52,9 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                                        **_preview_params(action, request)),
             "snapshots": sel.snapshots_for_run(run_id=run.pk) if checkpoint else [],
             "seen_seq": run.last_seq, "errors": [], "form_data": {},
-            "checkpoint": next(iter(_preview_params(action, request).values()), None)}
+            "checkpoint": next(iter(_preview_params(action, request).values()), None),
+            "outlook": action_outlook(run=run, verb=verb, **_preview_params(action, request))
+            if verb in ("skip", "rollback") else None}
 
 
 @require_http_methods(["GET", "POST"])

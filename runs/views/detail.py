@@ -12,6 +12,7 @@ from runs import selectors as sel
 from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
+from runs.statuses import RunStatus
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
 from runs.views.world import effects_for_run_card
@@ -63,9 +64,11 @@ def _detail(run_id: Any) -> sel.RunDetail:
 def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]:
     """Return what the panel partial needs (also used after an action)."""
     run = detail.run
+    exceptions = ([] if run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
+                  else sel.run_exceptions(run=run))
     return {"d": detail, "run": run, "actions": actions_for(run, request.user),
             "meters": budget_meters(run),
-            "timeline": timeline(detail.steps)}
+            "timeline": timeline(detail.steps), "exceptions": exceptions}
 
 
 @require_GET

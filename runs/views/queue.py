@@ -12,7 +12,8 @@ from runs.views import _dispatch
 from runs.views._common import page, role_required
 
 TAB_LABELS = {"waiting": "Waiting", "blocked": "Blocked", "unknown": "Unknown",
-              "approvals": "Approvals", "running": "Running", "all": "All"}
+              "approvals": "Approvals", "running": "Running",
+              "exceptions": "Completed with exceptions", "all": "All"}
 
 
 def _filters(request: HttpRequest) -> sel.QueueFilters:

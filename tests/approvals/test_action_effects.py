@@ -54,7 +54,10 @@ def test_skip_marks_the_step_skipped_and_later_steps_see_the_operator_facts(engi
     state = load_state(run.pk)
     assert state["steps"]["check"]["status"] == "skipped"
     assert state["facts"]["skip:check"] == {"region": "none"}
-    assert drive(run) == "succeeded" and run.steps_done == 2
+    assert drive(run) == "completed_with_exceptions" and run.steps_done == 2
+    assert [(e["kind"], e["who"], e["why"]) for e in run.exceptions] == [
+        ("step_skipped", "operator", "region eu is out of scope"),
+        ("operator_output", "operator", "facts supplied for skipped step check: region")]
     assert Event.objects.filter(run=run, type="step.skipped").get().actor == "operator"
 
 
@@ -95,8 +98,9 @@ def test_rollback_compensates_reversible_effects_and_checklists_irreversible_one
     state = load_state(run.pk)
     assert state["steps"]["a"]["status"] == "pending" and state["rollbacks"] == 1
     assert replay_state(run.pk) == state
-    assert drive(run) == "succeeded"
+    assert drive(run) == "completed_with_exceptions"
     assert world.count("email") == 1 and world.count("release") == 2
+    assert [e["kind"] for e in run.exceptions] == ["compensated", "compensated", "rolled_back"]
 
 
 def test_rollback_refuses_a_checkpoint_in_the_middle_of_a_call(engine, users):
@@ -116,7 +120,9 @@ def test_confirm_executed_records_the_outcome_and_the_write_happened_once(engine
     assert call_row.status == "confirmed_executed" and call_row.facts == {"sent_to": "a@b.c"}
     assert "msg-id 42" in call_row.summary
     assert load_state(run.pk)["facts"][call_row.tool_call_id] == {"sent_to": "a@b.c"}
-    assert drive(run) == "succeeded"
+    assert drive(run) == "completed_with_exceptions"  # its outcome is a person's word
+    assert [e["kind"] for e in run.exceptions] == ["operator_output"]
+    assert call_row.attempt_rows.get().status == "confirmed_executed"
     assert world.count("email") == 1
 
 
@@ -130,7 +136,8 @@ def test_confirm_not_executed_reruns_with_the_same_key_exactly_once(engine, user
     ACTIONS["confirm_not_executed"].execute(users["operator"], run, "not in the outbox")
     call_row.refresh_from_db()
     assert call_row.status == "confirmed_not_executed"
-    assert drive(run) == "succeeded"
+    assert drive(run) == "completed_with_exceptions"
+    assert [e["kind"] for e in run.exceptions] == ["confirmed_not_executed"]
     call_row.refresh_from_db()
     assert call_row.status == "succeeded" and call_row.attempts == 2
     assert [k for t, k, _ in world.effects if t == "email"] == [key]

@@ -58,12 +58,12 @@ def test_reject_tells_the_model_why_and_the_tool_never_runs(engine, users):
     run = approval_run()
     a = pending(run)
     ACTIONS["reject"].execute(users["support"], a, "bob is not a known supplier")
-    assert drive(run) == "succeeded" and world.count("pay") == 0
+    assert drive(run) == "completed_with_exceptions" and world.count("pay") == 0
     assert ToolCall.objects.get(pk=a.tool_call_id).status == "rejected"
     seen = model_view(run, a.tool_call.tool_call_id)["result"]
     assert seen["status"] == "rejected"
     assert seen["error"]["category"] == "rejected"
-    assert seen["error"]["message"] == "bob is not a known supplier"
+    assert seen["error"]["message"] == "rejected by support: bob is not a known supplier"
 
 
 def test_reject_needs_a_reason(engine, users):
@@ -143,9 +143,12 @@ def test_an_approval_goes_stale_when_the_run_was_cancelled(engine, users):
     from runs.services import run_cancel
 
     run_cancel(run=run, actor=users["operator"], reason="stop")
-    with pytest.raises(StaleApproval, match="cancelled"):
+    # Cancelling expires the run's pending approvals at once (not at the next decision).
+    a.refresh_from_db()
+    assert a.status == "stale" and a.reason == "the run was cancelled: stop"
+    with pytest.raises(AlreadyDecided, match="stale"):
         approval_decide(approval=a, user=users["support"], approve=True)
-    assert Approval.objects.get(pk=a.pk).status == "stale"
+    assert ToolCall.objects.get(pk=a.tool_call_id).status == "cancelled"
 
 
 def _expire(a: Approval, outcome: str) -> None:
@@ -161,7 +164,7 @@ def test_expired_irreversible_approval_is_denied_and_the_model_is_told(engine, u
     assert approvals_expire_due() == [a.pk]
     a.refresh_from_db()
     assert a.status == "expired"
-    assert drive(run) == "succeeded" and world.count("pay") == 0
+    assert drive(run) == "completed_with_exceptions" and world.count("pay") == 0
     seen = model_view(run, a.tool_call.tool_call_id)["result"]
     assert seen["status"] == "rejected" and seen["error"]["category"] == "approval_expired"
 

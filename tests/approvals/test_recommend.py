@@ -16,7 +16,7 @@ EXPECTED = {
     "turn_limit": "skip",
     "budget": "raise_budget", "recovery_limit": "retry", "circuit_open": "retry",
     "version_mismatch": "terminate", "drift": "terminate", "approval_expired": "retry",
-    "self_check_failed": "terminate",
+    "self_check_failed": "terminate", "incomplete_step": "retry",
 }
 # At 80% done a restart wastes most of the work: these resume instead of terminating.
 AT_MOST_DONE = {c: "retry" for c in ("invalid_request", "version_mismatch", "drift",

@@ -85,7 +85,10 @@ def test_expired_approval_denies_by_default_and_the_run_goes_on(engine):
     approval.refresh_from_db()
     assert approval.status == "expired"
     assert ToolCall.objects.get(run=run).status == "rejected"
-    assert drive(run) == "succeeded"
+    # It goes on, but a denied write is never a clean success.
+    assert drive(run) == "completed_with_exceptions"
+    run.refresh_from_db()
+    assert [e["kind"] for e in run.exceptions] == ["approval_expired"]
     result = load_state(run.pk)["turns"][0]["calls"][0]["result"]
     assert result["status"] == "rejected" and "expired" in result["error"]["message"]
 

@@ -108,7 +108,8 @@ def test_operator_sees_buttons_with_the_recommended_one_first(users):
     run = make_attention_run(recommended="skip")
     html = client_for(users["operator"]).get(reverse("console:run", args=[run.pk])).content.decode()
     verbs = re.findall(r'data-verb="(\w+)"', html)
-    assert verbs[0] == "skip" and set(verbs) == {"retry", "skip", "rollback", "terminate"}
+    assert verbs[0] == "skip" and set(verbs) == {"retry", "skip", "rollback", "finish_partial",
+                                                   "terminate"}
     assert "Bulk action" in client_for(users["operator"]).get(reverse("console:queue")).content.decode()
 
 
@@ -116,7 +117,8 @@ def test_unknown_run_offers_confirm_buttons_and_budget_raise_is_admin_only(users
     unknown = make_attention_run(RunStatus.UNKNOWN, recommended="confirm_not_executed")
     html = client_for(users["operator"]).get(reverse("console:run", args=[unknown.pk])).content.decode()
     # The server accepts a rollback of an unknown run, so the console offers it too.
-    assert {"confirm_executed", "confirm_not_executed", "rollback", "terminate"} == set(
+    assert {"confirm_executed", "confirm_not_executed", "rollback", "finish_partial",
+            "terminate"} == set(
         re.findall(r'data-verb="(\w+)"', html))
     broke = make_attention_run(reason="budget_exhausted", recommended="raise_budget")
     op = re.findall(r'data-verb="(\w+)"', client_for(users["operator"]).get(

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 class Command(BaseCommand):
     """Start a worker host, sweep once, start and follow a run, or check the configuration."""
 
-    help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | doctor"
+    help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | "
+            "follow RUN [--inline] | doctor"
             " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys")
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -26,6 +27,10 @@ class Command(BaseCommand):
         r.add_argument("--inline", action="store_true",
                        help="tick the run in this process (no worker needed); implies --follow")
         r.add_argument("--timeout", type=float, default=600.0, help="seconds to follow")
+        f = sub.add_parser("follow", help="follow an existing run until it ends or stops")
+        f.add_argument("run")
+        f.add_argument("--inline", action="store_true", help="tick the run in this process")
+        f.add_argument("--timeout", type=float, default=600.0, help="seconds to follow")
         sub.add_parser("doctor", help="check the configuration")
         d = sub.add_parser("demo", help="seed the demo, serve it with a worker; Ctrl-C stops")
         d.add_argument("--port", type=int, default=8000)
@@ -69,9 +74,30 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         self.stdout.write(f"run {run.pk} queued ({run.agent_name}@{run.agent_version})")
         if follow or inline:
-            run = run_follow(run, out=self.stdout, inline=inline, timeout_s=timeout)
-            if run.status in ("failed", "cancelled"):
-                raise CommandError(f"run {run.pk} {run.status}")
+            self._follow_to_end(run_follow(run, out=self.stdout, inline=inline,
+                                           timeout_s=timeout))
+
+    def _follow(self, *, run: str, inline: bool, timeout: float, **_) -> None:
+        from runs.cli.follow import run_follow
+        from runs.models import Run
+
+        try:
+            found = Run.objects.get(pk=run)
+        except (Run.DoesNotExist, ValueError):
+            raise CommandError(f"no run {run}") from None
+        self._follow_to_end(run_follow(found, out=self.stdout, inline=inline,
+                                       timeout_s=timeout))
+
+    def _follow_to_end(self, run) -> None:
+        """Exit non-zero unless the run succeeded cleanly (or stopped for a person)."""
+        if run.status == "completed_with_exceptions":
+            from runs.cli.follow import exceptions_text
+
+            self.stdout.write(exceptions_text(run))
+            raise CommandError(f"run {run.pk} completed with {len(run.exceptions)} "
+                               "exception(s); it is not a clean success")
+        if run.status in ("failed", "cancelled"):
+            raise CommandError(f"run {run.pk} {run.status}")
 
     def _doctor(self, **_) -> None:
         from agentops.doctor import doctor_checks

@@ -1,0 +1,108 @@
+"""Step completion: what a step declared must be true before it counts as done.
+
+A plan step may declare tools that must have succeeded in it, fact keys its successful calls
+must have returned, and a JSON schema for the model's final answer (agentops.agents.StepSpec).
+The engine asks ``step_unmet`` when the model stops calling tools; what is missing is told
+to the model (``missing_fields``) and, once the step's turns are used, it blocks the run.
+Pure: reads the reduced state only.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+
+@dataclass
+class Unmet:
+    """What a step still lacks: the fields the model is told, and the sentence a person reads."""
+
+    missing_fields: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)  # required tool -> rejection
+
+    def __bool__(self) -> bool:
+        return bool(self.missing_fields)
+
+    def detail(self, step: str) -> str:
+        """Return why the step is not done, e.g. "step refund ended without a successful ..."."""
+        return f"step {step} ended " + "; ".join(self.reasons)
+
+
+def step_completion(state: dict[str, Any], step: str) -> dict[str, Any]:
+    """Return the completion ``step`` declared ({} when it declared none)."""
+    for plan_step in state["plan"]:
+        if plan_step["key"] == step:
+            return plan_step.get("completion") or {}
+    return {}
+
+
+def step_unmet(state: dict[str, Any], step: str, final_text: str) -> Unmet:
+    """Return what ``step`` still lacks for its declared completion (falsy when it is done)."""
+    done = step_completion(state, step)
+    st = state["steps"].get(step, {})
+    out = Unmet()
+    ok, rejected = st.get("tools_ok", []), st.get("rejected", {})
+    for tool in done.get("tools", []):
+        if tool in ok:
+            continue
+        if tool in rejected:
+            out.rejected[tool] = rejected[tool]
+            if done.get("allow_rejection"):
+                continue
+            out.reasons.append(f"without a successful {tool} (rejected: {rejected[tool]})")
+        else:
+            out.reasons.append(f"without a successful {tool}")
+        out.missing_fields.append(f"tool:{tool}")
+    keys = st.get("fact_keys", [])
+    lacking = [k for k in done.get("facts", []) if k not in keys]
+    if lacking:
+        out.missing_fields.extend(f"fact:{k}" for k in lacking)
+        out.reasons.append(f"without the facts {', '.join(lacking)}")
+    if done.get("output_schema") is not None:
+        _check_output(done["output_schema"], final_text, out)
+    return out
+
+
+def step_output(state: dict[str, Any], step: str, final_text: str) -> dict[str, Any] | None:
+    """Return the step's final answer as JSON when it declared an output schema, else None."""
+    if step_completion(state, step).get("output_schema") is None:
+        return None
+    try:
+        value = json.loads(final_text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def rejection_only(unmet: Unmet) -> bool:
+    """Return True when all that is missing are tools a person rejected (asking is no use)."""
+    tools = [f.removeprefix("tool:") for f in unmet.missing_fields if f.startswith("tool:")]
+    return bool(tools) and len(tools) == len(unmet.missing_fields) and all(
+        t in unmet.rejected for t in tools)
+
+
+def _check_output(schema: dict[str, Any], text: str, out: Unmet) -> None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        required = schema.get("required") or ["output"]
+        out.missing_fields.extend(f"output:{k}" for k in required)
+        out.reasons.append("without a final answer in JSON fitting its output schema")
+        return
+    errors = list(jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
+    if not errors:
+        return
+    names = []
+    for err in errors:
+        if err.validator == "required":
+            names += [f"output:{k}" for k in schema.get("required", []) if k not in value]
+        else:
+            names.append("output:" + ("/".join(str(p) for p in err.absolute_path) or "(top)"))
+    out.missing_fields.extend(dict.fromkeys(names))
+    out.reasons.append("with a final answer that does not fit its output schema: "
+                       + jsonschema.exceptions.best_match(errors).message)

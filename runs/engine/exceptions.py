@@ -1,0 +1,60 @@
+"""The exceptions a run ends with: what kept it from a clean success, who, when and why.
+
+The reducer records them as the events happen (a skipped step, a rejected approval, a
+compensated write, a call confirmed "did not execute", facts a person supplied, a rollback,
+an operator finishing with partial results); the ledger adds calls whose outcome nobody
+ever confirmed. Each item is dated by the event that caused it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.models import ToolCall
+from ledger.statuses import ToolCallStatus
+from runs.models import Event
+
+_WHAT = {
+    "step_skipped": "step {step} was skipped; its work was not done",
+    "operator_output": "a person supplied output{for_}",
+    "approval_rejected": "{tool} was rejected{for_}",
+    "approval_expired": "the approval of {tool} expired and was denied{for_}",
+    "compensated": "{tool} ({tool_call_id}) was undone by its compensation",
+    "rolled_back": "the run was rolled back",
+    "confirmed_not_executed": "{tool_call_id} was confirmed as not executed",
+    "unknown_call": "{tool} ({tool_call_id}) may or may not have happened; nobody confirmed it",
+    "finished_partial": "an operator finished the run with partial results",
+}
+
+
+def exception_what(item: dict[str, Any]) -> str:
+    """Return the one-line "what" of an exception item."""
+    fields = {"step": "", "tool": "a call", "tool_call_id": "", **item}
+    fields["for_"] = f" in step {item['step']}" if item.get("step") else ""
+    return _WHAT.get(item["kind"], item["kind"]).format(**fields)
+
+
+def exceptions_resolve(run_id: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return ``items`` with what/who/when filled in (when = the time of the event's seq)."""
+    seqs = {i["seq"] for i in items if i.get("seq")}
+    at = dict(Event.objects.filter(run_id=run_id, seq__in=seqs).values_list("seq", "at")) \
+        if seqs else {}
+    out = []
+    for item in items:
+        when = item.get("when") or (at[item["seq"]].isoformat() if item.get("seq") in at else "")
+        out.append({**item, "what": exception_what(item), "who": item.get("by") or "system",
+                    "when": when, "why": item.get("why", "")})
+    return out
+
+
+def unknown_calls(run_id: Any) -> list[dict[str, Any]]:
+    """Return an exception item per call of the run whose outcome is still unknown."""
+    rows = ToolCall.objects.filter(run_id=run_id, status__in=[ToolCallStatus.UNKNOWN,
+                                                               ToolCallStatus.RUNNING])
+    return [{"kind": "unknown_call", "tool": c.tool, "tool_call_id": c.tool_call_id,
+             "step": c.step_key, "by": "", "when": c.updated_at.isoformat(),
+             "why": c.error or "its outcome was never confirmed"} for c in rows]
+
+
+def run_exceptions_at_end(run_id: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return every exception the run ends with (empty: a clean success)."""
+    return exceptions_resolve(run_id, [*state.get("exceptions", []), *unknown_calls(run_id)])
