@@ -120,7 +120,8 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(schema, dict):
         return schema
-    out = dict(schema)
+    # Strict mode refuses keywords it cannot enforce; a default is meaningless when all are sent.
+    out = {k: v for k, v in schema.items() if k != "default"}
     for key in ("items", "additionalProperties"):
         if isinstance(out.get(key), dict):
             out[key] = strict_schema(out[key])

@@ -200,8 +200,18 @@
         }
       } else if (data.type === "presence") {
         showPresence(data.users || []);
+      } else if (data.type === "model.text") {
+        showModelText(data);
       }
     };
+  }
+  function showModelText(data) {
+    var el = document.getElementById("model-stream");
+    if (!el) { return; }
+    var key = data.step + ":" + data.turn;
+    if (el.getAttribute("data-turn") !== key) { el.textContent = ""; el.setAttribute("data-turn", key); }
+    el.hidden = false;
+    el.textContent += data.text || "";
   }
   function showPresence(users) {
     var el = document.getElementById("presence");
