@@ -183,16 +183,22 @@ def tool(
     *,
     name: str | None = None,
     parameters: dict[str, Any] | None = None,
+    description: str | None = None,
     **options: Any,
 ) -> Any:
     """Declare a tool.
 
     Args:
         name: the name the model calls (defaults to the function name).
-        parameters: a JSON schema for the arguments (derived from the signature if omitted).
+        parameters: a JSON schema for the arguments. If omitted it is derived from the type
+            hints (lists, Literal/Enum, pydantic models, ``X | None``) and the docstring's
+            ``Args:`` section, every object closed; the function then receives typed values.
+        description: what the model reads (defaults to the docstring before its sections).
         effect: "read" or "write". idempotent: True when the tool honours ``ctx.idempotency_key``.
         probe: ``probe(ctx, **args) -> ToolResult | None`` asks the world whether the call ran
-            (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it.
+            (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it;
+            ``ctx.idempotency_key`` is ``"<original key>:undo"`` and it must return a
+            ToolResult or dict acknowledging the undo (None is recorded as a failed undo).
         reversibility, approval ("never" | "always" | "policy" with ``approval_policy(args)``
             returning a reason when a person must approve), timeout (s), retry (attempts on
             transient errors), sensitive (argument names stored redacted), concurrency, rate
@@ -212,7 +218,7 @@ def tool(
         spec = ToolSpec(
             name=tool_name,
             fn=toolschema.typed_call(f, model) if model is not None else f,
-            description=toolschema.docstring_summary(f),
+            description=description or toolschema.docstring_summary(f),
             parameters=parameters or toolschema.json_schema(model),
             args_model=model,
             **options,

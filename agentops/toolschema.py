@@ -92,6 +92,13 @@ def json_schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
     return _tidy(raw, defs, ())
 
 
+def tidy_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return a JSON schema written elsewhere (an MCP server's) with refs inlined, objects closed."""
+    rest = {k: v for k, v in schema.items() if k not in ("$defs", "definitions")}
+    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    return _tidy(rest, defs, ())
+
+
 def _tidy(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
     """Inline ``$ref``s, drop ``title``s and close every object schema."""
     if isinstance(node, list):
