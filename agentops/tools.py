@@ -87,7 +87,11 @@ class WaitForChildren(WaitRequest):
 
 @dataclass
 class ToolContext:
-    """What a running tool knows about its call."""
+    """What a running tool knows about its call.
+
+    In a compensate function ``idempotency_key`` is the undo's own key,
+    ``"<original key>:undo"``, and ``original_key`` the key of the call being undone.
+    """
 
     run_id: str
     step: str
@@ -96,6 +100,7 @@ class ToolContext:
     idempotency_key: str
     cancel: CancelToken = field(default_factory=CancelToken)
     heartbeat: Callable[[], None] = lambda: None
+    original_key: str = ""
 
 
 @dataclass(frozen=True)
