@@ -220,6 +220,9 @@ AGENTOPS_MODEL_STRICT_TOOLS = _env_bool("AGENTOPS_MODEL_STRICT_TOOLS", False)
 AGENTOPS_MODEL_REPAIR_TURNS = _env_int("AGENTOPS_MODEL_REPAIR_TURNS", 1)
 AGENTOPS_MODEL_STREAM = _env_bool("AGENTOPS_MODEL_STREAM", False)
 AGENTOPS_MODEL_MAX_TOKENS = _env_int("AGENTOPS_MODEL_MAX_TOKENS", 0)
+# MCP servers whose declared tools agents mount (agentops.mcp_tools.mcp_tools_from_settings):
+# {"name": {"command": [...] | "url": "...", "env": {...}, "tools": {tool: options}}}.
+AGENTOPS_MCP_SERVERS: dict = {}
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 
