@@ -7,7 +7,6 @@ it (``compensate``) and whether a person must approve it.
 """
 from __future__ import annotations
 
-import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -215,23 +214,30 @@ def tool(
     """
 
     def wrap(f: Callable[..., Any]) -> ToolSpec:
-        tool_name = name or f.__name__
-        model = None
-        if parameters is None:
-            model = toolschema.args_model(f, name=tool_name)
-            options.update(_typed_hooks(options, model))
-        spec = ToolSpec(
-            name=tool_name,
-            fn=toolschema.typed_call(f, model) if model is not None else f,
-            description=description or toolschema.docstring_summary(f),
-            parameters=parameters or toolschema.json_schema(model),
-            args_model=model,
-            **options,
-        )
-        _check(spec)
-        return spec
+        return _spec(f, name=name, parameters=parameters, description=description,
+                     options=dict(options))
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _spec(f: Callable[..., Any], *, name: str | None, parameters: dict[str, Any] | None,
+          description: str | None, options: dict[str, Any]) -> ToolSpec:
+    """Return the checked ToolSpec of ``f`` (typed arguments when no schema is given)."""
+    tool_name = name or f.__name__
+    model = None
+    if parameters is None:
+        model = toolschema.args_model(f, name=tool_name)
+        options.update(_typed_hooks(options, model))
+    spec = ToolSpec(
+        name=tool_name,
+        fn=toolschema.typed_call(f, model) if model is not None else f,
+        description=description or toolschema.docstring_summary(f),
+        parameters=parameters or toolschema.json_schema(model),
+        args_model=model,
+        **options,
+    )
+    _check(spec)
+    return spec
 
 
 def _typed_hooks(options: dict[str, Any], model: Any) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def _annotation(fn: Callable[..., Any], p: inspect.Parameter, tool: str) -> Any:
         return p.annotation
     try:
         # Evaluated one by one: the ctx annotation may name a type only imported for checking.
-        return eval(p.annotation, getattr(fn, "__globals__", {}))  # noqa: S307 - the author's own hint
+        return eval(p.annotation, getattr(fn, "__globals__", {}))  # the author's own type hint
     except NameError as exc:
         raise ValueError(f"tool {tool}: cannot resolve the type of argument {p.name!r}: {exc}") from None
 

@@ -36,7 +36,7 @@ class ApiKeyAdmin(ReadOnlyAdmin):
     list_filter = ("revoked_at",)
     search_fields = ("prefix", "name", "user__username")
     exclude = ("key_hash",)
-    actions = ["revoke"]
+    actions = ("revoke",)
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:
         """Allow the revoke action (the only change offered) to superusers."""

@@ -10,7 +10,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
-from django.conf import settings
 
 from agentops.llm.protocol import (
     AuthError,

@@ -113,6 +113,8 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
             "title": s.get("title", s["key"]),
             "depends_on": list(s.get("depends_on", [])),
             "input": s.get("input", {}),
+            # the tools the step offers (StepSpec.tools); absent means all of them
+            **({"tools": list(s["tools"])} if s.get("tools") else {}),
         }
         for s in d["steps"]
     ]

@@ -60,6 +60,9 @@ def test_demo_agent_runs_through_the_engine_on_a_real_model(real_agent):
     assert drive(run, max_ticks=40) not in RUNNABLE
 
     replied = [e.data for e in Event.objects.filter(run=run, type="model.replied")]
+    failed = [e.data for e in Event.objects.filter(run=run, type="model.failed")]
+    run.refresh_from_db()
+    assert replied, (run.status, run.attention_detail, failed)
     assert replied and all(d["usage"]["tokens"] > 0 for d in replied)
     assert run.model_calls >= len(replied) and run.tokens_used >= sum(
         d["usage"]["tokens"] for d in replied)

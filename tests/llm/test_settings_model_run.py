@@ -33,9 +33,16 @@ def lookup_order(ctx, order_id: str) -> ToolResult:
     return ToolResult(facts={"order_id": order_id, "status": "delivered"}, summary="delivered")
 
 
+@tool(effect="write", idempotent=True)
+def cancel_order(ctx, order_id: str) -> ToolResult:
+    """Cancel an order (never offered in the look-up step)."""
+    raise AssertionError("the look-up step must not offer cancel_order")
+
+
 def _agent(name: str) -> Agent:
     return registry.register(Agent(
-        name=name, version="1", system_prompt="You look up orders.", tools=[lookup_order],
+        name=name, version="1", system_prompt="You look up orders.",
+        tools=[lookup_order, cancel_order],
         plan=[StepSpec("look", title="Look the order up", tools=("lookup_order",))]))
 
 
@@ -55,6 +62,7 @@ def test_anthropic_from_settings_with_forced_tool(engine, settings):
 
     first, second = (r["json"] for r in fake.requests)
     assert first["tool_choice"] == {"type": "tool", "name": "lookup_order"}
+    assert [t["name"] for t in first["tools"]] == ["lookup_order"]  # the step's tools only
     assert first["tools"][0]["input_schema"]["properties"]["order_id"]["description"] == (
         "the order number, like A-1001.")
     assert "You look up orders." in first["system"]

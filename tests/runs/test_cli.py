@@ -27,7 +27,7 @@ def _cli(*args: str) -> str:
 @pytest.mark.django_db
 def test_createuser_prints_a_working_api_key_once(client):
     out = _cli("createuser", "ops1", "--role", "operators", "--role", "support", "--api-key")
-    raw = re.search(r"^(ao_\S+)$", out, re.M)[1]
+    raw = re.search(r"^(ao_\S+)$", out, re.MULTILINE)[1]
     user = get_user_model().objects.get(username="ops1")
     assert set(user.groups.values_list("name", flat=True)) == {"operators", "support"}
     assert not user.has_usable_password() and "changepassword ops1" in out
