@@ -145,3 +145,26 @@ def test_config_naming_a_missing_tool_is_refused(outbox):
         mcp_tools(server, {"send_fax": {"effect": "write"}})
     with pytest.raises(ConfigError, match="give exactly one of command= or url="):
         McpServer("x")
+
+
+def test_rollback_runs_the_mapped_compensation_on_the_server(engine, outbox, http_url):
+    from approvals.actions import ACTIONS
+    from runs.models import Event
+    from tests.console_factories import make_role_users
+
+    tools = mcp_tools(McpServer("crm", url=http_url), {"send_email": EMAIL,
+                                                       "refuse": {"effect": "read"}})
+    script = {"mail": [call("send_email", to="ada@example.com", body="Hello"), say("sent")],
+              "next": [call("refuse", reason="stop here")]}
+    _agent("mcp-rollback", tools, script, ["mail", "next"])
+    run = run_start(agent="mcp-rollback", goal="mail, then get stuck")
+    assert drive(run) == "blocked"
+    email = ToolCall.objects.get(run=run, tool="send_email")
+    start = Event.objects.filter(run=run, type="step.started", data__step="mail").first().seq
+    operator = make_role_users()["operator"]
+    ACTIONS["rollback"].execute(operator, run, "wrong customer", to_seq=start - 1)
+    email.refresh_from_db()
+    assert email.status == "compensated"
+    recall = effects(outbox)[-1]
+    assert recall == {"kind": "recall", "key": f"{email.idempotency_key}:undo",
+                      "message_id": email.facts["message_id"]}
