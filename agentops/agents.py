@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentops.llm.configured import model_from_settings
 from agentops.llm.protocol import ModelClient
 from agentops.tools import ToolSpec
 from runs.errors import UnknownAgent
@@ -23,6 +24,9 @@ class StepSpec:
     """One step of a fixed plan, and what must be true for it to count as done.
 
     Args:
+        tools: the tools the model is offered in this step (default: all the agent's tools);
+            with ``ModelOptions(tool_choice="required")`` a step offering exactly one tool
+            forces that tool on its first turn.
         requires_tools: tools that must have succeeded in this step (by name, at least once).
         requires_facts: fact keys that a successful call of this step must have returned.
         output_schema: a JSON schema the model's final answer (a JSON object) must fit.
@@ -34,6 +38,7 @@ class StepSpec:
     title: str = ""
     depends_on: tuple[str, ...] = ()
     input: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
     requires_tools: tuple[str, ...] = ()
     requires_facts: tuple[str, ...] = ()
     output_schema: dict[str, Any] | None = None
@@ -58,6 +63,8 @@ class StepSpec:
                "depends_on": list(self.depends_on), "input": self.input}
         if self.completion():
             out["completion"] = self.completion()
+        if self.tools:
+            out["tools"] = list(self.tools)
         return out
 
 
@@ -74,14 +81,18 @@ class Budget:
 
 @dataclass
 class Agent:
-    """An agent definition. ``model`` is a ModelClient or a factory called per run."""
+    """An agent definition.
+
+    ``model`` is a ModelClient, a factory called per run, or None (the default): the model
+    the AGENTOPS_MODEL_* settings describe (agentops.llm.configured).
+    """
 
     name: str
     version: str
     system_prompt: str
     tools: Sequence[ToolSpec]
-    plan: Sequence[StepSpec] | None
-    model: ModelClient | Callable[[], ModelClient]
+    plan: Sequence[StepSpec] | None = None
+    model: ModelClient | Callable[[], ModelClient] | None = None
     budget: Budget = field(default_factory=Budget)
     max_turns_per_step: int = 20
     drift_threshold: float | None = None
@@ -95,6 +106,9 @@ class Agent:
         if self.plan is not None:
             _check_dag(self.name, [s.as_json() for s in self.plan])
             _check_completion(self.name, self.plan, set(names))
+            unknown = sorted({n for s in self.plan for n in s.tools} - set(names))
+            if unknown:
+                raise ValueError(f"agent {self.name}: plan steps name unknown tools {unknown}")
         self._tools = {t.name: t for t in self.tools}
 
     def tool(self, name: str) -> ToolSpec | None:
@@ -107,8 +121,10 @@ class Agent:
         return spec
 
     def model_client(self) -> ModelClient:
-        """Return the model client for a run of this agent."""
+        """Return the model client for a run of this agent (from settings when ``model`` is None)."""
         model = self.model
+        if model is None:
+            return model_from_settings()
         return model if hasattr(model, "complete") else model()  # type: ignore[operator]
 
 
@@ -154,8 +170,11 @@ def plan_check(agent: str, steps: Any) -> list[dict[str, Any]]:
         deps = s.get("depends_on", [])
         if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
             raise ValueError(f"plan step {s['key']}: depends_on must be a list of keys")
-        out.append({"key": s["key"], "title": str(s.get("title") or s["key"]),
-                    "depends_on": deps, "input": s.get("input") or {}})
+        step = {"key": s["key"], "title": str(s.get("title") or s["key"]),
+                "depends_on": deps, "input": s.get("input") or {}}
+        if isinstance(s.get("tools"), list) and all(isinstance(t, str) for t in s["tools"]):
+            step["tools"] = s["tools"]
+        out.append(step)
     _check_dag(agent, out)
     return out
 

@@ -219,6 +219,8 @@ AGENTOPS_BACKOFF_CAP_S = _env_float("AGENTOPS_BACKOFF_CAP_S", 300.0)
 # Backoffs shorter than this are retried in the same tick instead of a durable timer wait.
 AGENTOPS_INLINE_BACKOFF_S = _env_float("AGENTOPS_INLINE_BACKOFF_S", 0.05)
 AGENTOPS_INLINE_RESULT_BYTES = _env_int("AGENTOPS_INLINE_RESULT_BYTES", 8_000)
+# The model an Agent without model= gets (agentops.llm.configured; docs/sdk.md "Models").
+AGENTOPS_MODEL_PROVIDER = os.environ.get("AGENTOPS_MODEL_PROVIDER", "openai")
 AGENTOPS_MODEL_BASE_URL = os.environ.get("AGENTOPS_MODEL_BASE_URL", "")
 AGENTOPS_MODEL_API_KEY = os.environ.get("AGENTOPS_MODEL_API_KEY", "")
 AGENTOPS_MODEL_NAME = os.environ.get("AGENTOPS_MODEL_NAME", "")
@@ -229,6 +231,15 @@ AGENTOPS_MODEL_CONTEXT_WINDOW = _env_int("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)
 AGENTOPS_MODEL_PRICES = prices_from_setting(os.environ.get("AGENTOPS_MODEL_PRICES", ""))
 # Console pages poll every N seconds as a fallback to live updates over websockets; 0 = off.
 AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
+AGENTOPS_MODEL_TOOL_CHOICE = os.environ.get("AGENTOPS_MODEL_TOOL_CHOICE", "auto")
+AGENTOPS_MODEL_FORCE_TURNS = _env_int("AGENTOPS_MODEL_FORCE_TURNS", 2)
+AGENTOPS_MODEL_STRICT_TOOLS = _env_bool("AGENTOPS_MODEL_STRICT_TOOLS", False)
+AGENTOPS_MODEL_REPAIR_TURNS = _env_int("AGENTOPS_MODEL_REPAIR_TURNS", 1)
+AGENTOPS_MODEL_STREAM = _env_bool("AGENTOPS_MODEL_STREAM", False)
+AGENTOPS_MODEL_MAX_TOKENS = _env_int("AGENTOPS_MODEL_MAX_TOKENS", 0)
+# MCP servers whose declared tools agents mount (agentops.mcp_tools.mcp_tools_from_settings):
+# {"name": {"command": [...] | "url": "...", "env": {...}, "tools": {tool: options}}}.
+AGENTOPS_MCP_SERVERS: dict = {}
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 

@@ -8,7 +8,6 @@ it (``compensate``) and whether a person must approve it.
 from __future__ import annotations
 
 import datetime
-import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,13 +17,12 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
+from agentops import toolschema
 from ledger.errors import ToolInvalidArguments
 
 Effect = Literal["read", "write"]
 Reversibility = Literal["reversible", "manual", "irreversible"]
 ApprovalMode = Literal["never", "always", "policy"]
-_PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean",
-               dict: "object", list: "array"}
 
 
 @dataclass(frozen=True)
@@ -98,6 +96,9 @@ class ToolContext:
     attempt's hard deadline (start + timeout + lease TTL): the engine treats the attempt as
     possibly in flight until then, so a tool should pass it on to systems that accept a
     deadline and must not make its effect after it. Both are 0 / None for reads.
+
+    In a compensate function ``idempotency_key`` is the undo's own key,
+    ``"<original key>:undo"``, and ``original_key`` the key of the call being undone.
     """
 
     run_id: str
@@ -109,6 +110,7 @@ class ToolContext:
     heartbeat: Callable[[], None] = lambda: None
     fencing_token: int = 0
     deadline: datetime.datetime | None = None
+    original_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class ToolSpec:
     concurrency: int | None = None
     rate: int | None = None
     pager: Callable[..., Any] | None = None
+    args_model: Any = None  # the pydantic model of typed arguments (None: explicit schema)
 
     @property
     def is_write(self) -> bool:
@@ -155,18 +158,19 @@ class ToolSpec:
         return self.reversibility
 
     def validate(self, args: Any) -> dict[str, Any]:
-        """Return ``args`` if they fit the schema, else raise ToolInvalidArguments saying where."""
+        """Return ``args`` if they fit the schema, else raise ToolInvalidArguments saying where.
+
+        Nulls the strict schema form sends for optional arguments left out are dropped first.
+        """
         if not isinstance(args, dict):
-            raise ToolInvalidArguments(f"arguments for {self.name} must be a JSON object")
-        error = jsonschema.exceptions.best_match(self._validator().iter_errors(args))
-        if error is not None:
-            exc = error
-            where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-            raise ToolInvalidArguments(
-                f"invalid arguments for {self.name} at {where}: {exc.message}",
-                tool=self.name,
-                path=where,
-            )
+            raise ToolInvalidArguments(f"arguments for {self.name} must be a JSON object",
+                                       tool=self.name, path="(top level)")
+        args = toolschema.drop_unset_nulls(self.parameters, args)
+        problems = toolschema.schema_problems(self._validator(), args)
+        if problems:
+            raise toolschema.invalid(self.name, problems)
+        if self.args_model is not None:  # custom validators the JSON schema cannot express
+            toolschema.validate_args(self.args_model, args, tool=self.name)
         return args
 
     def _validator(self) -> Any:
@@ -179,16 +183,14 @@ class ToolSpec:
             object.__setattr__(self, "_cached_validator", cached)
         return cached
 
-    def schema(self) -> dict[str, Any]:
-        """Return the OpenAI function schema of this tool."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+    def schema(self, *, strict: bool = False) -> dict[str, Any]:
+        """Return the OpenAI function schema of this tool (``strict``: the providers' strict form)."""
+        function: dict[str, Any] = {"name": self.name, "description": self.description,
+                                    "parameters": self.parameters}
+        if strict:
+            function["parameters"] = toolschema.strict_schema(self.parameters)
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
 
 def tool(
@@ -196,16 +198,22 @@ def tool(
     *,
     name: str | None = None,
     parameters: dict[str, Any] | None = None,
+    description: str | None = None,
     **options: Any,
 ) -> Any:
     """Declare a tool.
 
     Args:
         name: the name the model calls (defaults to the function name).
-        parameters: a JSON schema for the arguments (derived from the signature if omitted).
+        parameters: a JSON schema for the arguments. If omitted it is derived from the type
+            hints (lists, Literal/Enum, pydantic models, ``X | None``) and the docstring's
+            ``Args:`` section, every object closed; the function then receives typed values.
+        description: what the model reads (defaults to the docstring before its sections).
         effect: "read" or "write". idempotent: True when the tool honours ``ctx.idempotency_key``.
         probe: ``probe(ctx, **args) -> ToolResult | None`` asks the world whether the call ran
-            (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it.
+            (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it;
+            ``ctx.idempotency_key`` is ``"<original key>:undo"`` and it must return a
+            ToolResult or dict acknowledging the undo (None is recorded as a failed undo).
         reversibility, approval ("never" | "always" | "policy" with ``approval_policy(args)``
             returning a reason when a person must approve), timeout (s), retry (attempts on
             transient errors), sensitive (argument names stored redacted), concurrency, rate
@@ -217,37 +225,51 @@ def tool(
     """
 
     def wrap(f: Callable[..., Any]) -> ToolSpec:
-        spec = ToolSpec(
-            name=name or f.__name__,
-            fn=f,
-            description=(inspect.getdoc(f) or "").split("\n\n")[0],
-            parameters=parameters or _schema_from_signature(f),
-            **options,
-        )
-        if spec.effect not in ("read", "write"):
-            raise ValueError(f"tool {spec.name}: effect must be 'read' or 'write'")
-        if spec.approval == "policy" and spec.approval_policy is None:
-            raise ValueError(f"tool {spec.name}: approval='policy' needs approval_policy=")
-        try:
-            spec._validator()
-        except jsonschema.exceptions.SchemaError as exc:
-            raise ValueError(f"tool {spec.name}: its parameters schema is invalid: {exc.message}") from None
-        return spec
+        return _spec(f, name=name, parameters=parameters, description=description,
+                     options=dict(options))
 
     return wrap(fn) if fn is not None else wrap
 
 
-def _schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    params = list(inspect.signature(fn).parameters.values())[1:]  # first is ctx
-    for p in params:
-        ann = p.annotation if p.annotation is not inspect.Parameter.empty else str
-        if isinstance(ann, str):
-            ann = {"str": str, "int": int, "float": float, "bool": bool, "dict": dict,
-                   "list": list}.get(ann.split("|")[0].strip(), str)
-        props[p.name] = {"type": _PY_TO_JSON.get(ann, "string")}
-        if p.default is inspect.Parameter.empty:
-            required.append(p.name)
-    return {"type": "object", "properties": props, "required": required,
-            "additionalProperties": False}
+def _spec(f: Callable[..., Any], *, name: str | None, parameters: dict[str, Any] | None,
+          description: str | None, options: dict[str, Any]) -> ToolSpec:
+    """Return the checked ToolSpec of ``f`` (typed arguments when no schema is given)."""
+    tool_name = name or f.__name__
+    model = None
+    if parameters is None:
+        model = toolschema.args_model(f, name=tool_name)
+        options.update(_typed_hooks(options, model))
+    spec = ToolSpec(
+        name=tool_name,
+        fn=toolschema.typed_call(f, model) if model is not None else f,
+        description=description or toolschema.docstring_summary(f),
+        parameters=parameters or toolschema.json_schema(model),
+        args_model=model,
+        **options,
+    )
+    _check(spec)
+    return spec
+
+
+def _typed_hooks(options: dict[str, Any], model: Any) -> dict[str, Any]:
+    """Return probe/compensate wrapped so they, too, receive typed argument values."""
+    out = {}
+    if options.get("probe") is not None:
+        out["probe"] = toolschema.typed_call(options["probe"], model)
+    if options.get("compensate") is not None:
+        out["compensate"] = toolschema.typed_call(options["compensate"], model, leading=2)
+    return out
+
+
+def _check(spec: ToolSpec) -> None:
+    """Raise ValueError when a declaration contradicts itself."""
+    if spec.effect not in ("read", "write"):
+        raise ValueError(f"tool {spec.name}: effect must be 'read' or 'write'")
+    if spec.approval == "policy" and spec.approval_policy is None:
+        raise ValueError(f"tool {spec.name}: approval='policy' needs approval_policy=")
+    if spec.compensate is not None and not spec.is_write:
+        raise ValueError(f"tool {spec.name}: only a write tool can have compensate=")
+    try:
+        spec._validator()
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(f"tool {spec.name}: its parameters schema is invalid: {exc.message}") from None

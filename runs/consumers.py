@@ -61,6 +61,11 @@ class RunConsumer(QueueConsumer):
             await self._broadcast("presence_leave")
         await super().disconnect(code)
 
+    async def model_text(self, event: dict[str, Any]) -> None:
+        """Forward a piece of a model reply that is still streaming."""
+        await self.send_json({"type": "model.text", "step": event.get("step"),
+                              "turn": event.get("turn"), "text": event.get("text", "")})
+
     async def _broadcast(self, kind: str) -> None:
         await self.channel_layer.group_send(
             self.group, {"type": kind, "user": self.username, "channel": self.channel_name})

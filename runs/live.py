@@ -176,3 +176,43 @@ def _publisher() -> _Publisher:
         if _PUBLISHER is None or _PUBLISHER.pid != os.getpid():
             _PUBLISHER = _Publisher()
         return _PUBLISHER
+
+
+class LiveText:
+    """Push a model's reply text to the run's page while it streams, in small batches.
+
+    Called from the worker outside any transaction (the text is not a fact yet: the reply is
+    recorded when it is complete), so it is sent at once rather than on commit.
+    """
+
+    def __init__(self, run_id: Any, *, step: str, turn: int, every_s: float = 0.2) -> None:
+        self.run_id, self.step, self.turn, self.every_s = str(run_id), step, turn, every_s
+        self._buffer: list[str] = []
+        self._sent_at = 0.0
+
+    def __call__(self, piece: str) -> None:
+        """Take the next piece of text; send what has gathered every ``every_s`` seconds."""
+        self._buffer.append(piece)
+        if time.monotonic() - self._sent_at >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send whatever text has gathered."""
+        if not self._buffer:
+            return
+        text, self._buffer = "".join(self._buffer), []
+        self._sent_at = time.monotonic()
+        layer = _channel_layer()
+        if layer is None:
+            return
+        message = {"type": "model_text", "run_id": self.run_id, "step": self.step,
+                   "turn": self.turn, "text": text}
+        try:
+            async_to_sync(layer.group_send)(run_group(self.run_id), message)
+        except Exception:  # noqa: BLE001 - best effort, like every live update
+            log.warning("streamed text for run %s not delivered", self.run_id, exc_info=True)
+
+
+def live_text_sink(run_id: Any, *, step: str, turn: int) -> LiveText:
+    """Return the sink a streaming model client feeds the reply's text into."""
+    return LiveText(run_id, step=step, turn=turn)

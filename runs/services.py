@@ -22,11 +22,12 @@ _BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
 def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
               budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
               actor: Any = None, parent: Run | None = None,
-              constraints: list[str] | None = None) -> Run:
+              constraints: list[str] | None = None, enqueue: bool = True) -> Run:
     """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
 
     The same ``idempotency_key`` returns the same run; with a different body it raises
-    IdempotencyConflict.
+    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (the CLI's
+    ``--inline`` runs it in its own process, so no worker with other agent modules takes it).
     """
     definition = registry.get(agent)
     payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
@@ -56,7 +57,8 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
                 "input": input or {}, "constraints": constraints or [], "plan": plan,
                 "parent": str(parent.pk) if parent else None,
             }, actor=_actor_name(actor))], fields={"steps_total": len(plan)})
-            run_enqueue(run.pk)
+            if enqueue:
+                run_enqueue(run.pk)
     except IntegrityError:
         if not idempotency_key:
             raise

@@ -206,8 +206,18 @@
         refreshSoon();
       } else if (data.type === "presence") {
         showPresence(data.users || []);
+      } else if (data.type === "model.text") {
+        showModelText(data);
       }
     };
+  }
+  function showModelText(data) {
+    var el = document.getElementById("model-stream");
+    if (!el) { return; }
+    var key = data.step + ":" + data.turn;
+    if (el.getAttribute("data-turn") !== key) { el.textContent = ""; el.setAttribute("data-turn", key); }
+    el.hidden = false;
+    el.textContent += data.text || "";
   }
   /* Many changes in a burst cause one refresh at once and at most one more 300 ms later. */
   var refreshTimer = null, lastRefresh = 0;

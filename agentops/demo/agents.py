@@ -1,41 +1,30 @@
 """The demo agents: support returns, sales report, document batch (and its child worker).
 
-By default a ScriptedModel drives them deterministically (agentops.demo.scripts). With
-AGENTOPS_MODEL_BASE_URL and AGENTOPS_MODEL_NAME set, the same agents talk to that
-OpenAI-compatible model instead, each plan step forcing its tool (agentops.demo.forced).
+By default a ScriptedModel drives them deterministically (agentops.demo.scripts). With a
+model configured in settings (AGENTOPS_MODEL_*, see docs/sdk.md) the same agents talk to that
+model instead; each plan step offers one tool, so AGENTOPS_MODEL_TOOL_CHOICE=required makes
+even a small local model call it.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
-
 from agentops.agents import Agent, StepSpec, registry
 from agentops.demo import scripts
 from agentops.demo import tools as t
-from agentops.demo.forced import ForcedToolModel
+from agentops.llm.configured import model_configured, model_from_settings
 from agentops.llm.protocol import ModelClient
 from agentops.llm.scripted import ScriptedModel
 
 VERSION = "1"
 
 
-def real_model_configured() -> bool:
-    """Return True when settings point the demo agents at a real model."""
-    return bool(getattr(settings, "AGENTOPS_MODEL_BASE_URL", "")
-                and getattr(settings, "AGENTOPS_MODEL_NAME", ""))
-
-
-def model_factory(script: Callable[..., Any], step_tools: dict[str, str]) -> Callable[[], ModelClient]:
-    """Return a factory: the real model when configured, else the scripted one."""
+def model_factory(script: Callable[..., Any]) -> Callable[[], ModelClient]:
+    """Return a factory: the model the settings describe when there is one, else the script."""
 
     def make() -> ModelClient:
-        if real_model_configured():
-            from agentops.llm.openai_compat import OpenAICompatClient
-
-            return ForcedToolModel(OpenAICompatClient.from_settings(), step_tools)
-        return ScriptedModel(script)
+        return model_from_settings() if model_configured() else ScriptedModel(script)
 
     return make
 
@@ -46,7 +35,8 @@ def _steps(step_tools: dict[str, str], titles: dict[str, str],
     # with its tool rejected by a person (the run then completes with that exception).
     keys = list(step_tools)
     return [StepSpec(k, title=titles.get(k, k), depends_on=(keys[i - 1],) if i else (),
-                     requires_tools=(step_tools[k],), allow_rejection=k in rejectable)
+                     tools=(step_tools[k],), requires_tools=(step_tools[k],),
+                     allow_rejection=k in rejectable)
             for i, k in enumerate(keys)]
 
 
@@ -61,7 +51,7 @@ SUPPORT = registry.register(Agent(
         "track": "Confirm delivery with the carrier", "refund": "Refund the customer",
         "label": "Create the return label", "notify": "Email the customer"},
         rejectable=("refund",)),
-    model=model_factory(scripts.support_returns, scripts.SUPPORT_STEPS),
+    model=model_factory(scripts.support_returns),
 ))
 
 SALES = registry.register(Agent(
@@ -71,7 +61,7 @@ SALES = registry.register(Agent(
     plan=_steps(scripts.SALES_STEPS, {
         "sales_na": "Query North America", "sales_eu": "Query Europe",
         "sales_apac": "Query Asia-Pacific", "report": "Write the report"}),
-    model=model_factory(scripts.sales_report, scripts.SALES_STEPS),
+    model=model_factory(scripts.sales_report),
 ))
 
 BATCH = registry.register(Agent(
@@ -81,7 +71,7 @@ BATCH = registry.register(Agent(
     plan=_steps(scripts.BATCH_STEPS, {
         "list": "List the documents", "extract": "Extract fields in child runs",
         "report": "Check every document was extracted"}),
-    model=model_factory(scripts.document_batch, scripts.BATCH_STEPS),
+    model=model_factory(scripts.document_batch),
 ))
 
 EXTRACT = registry.register(Agent(
@@ -91,6 +81,6 @@ EXTRACT = registry.register(Agent(
     tools=[t.read_documents, t.save_fields],
     plan=[StepSpec("extract", title="Read and extract the batch",
                    requires_tools=("read_documents", "save_fields"))],
-    model=model_factory(scripts.document_extract, scripts.EXTRACT_STEPS),
+    model=model_factory(scripts.document_extract),
     max_turns_per_step=6,
 ))

@@ -10,21 +10,22 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
-from django.conf import settings
 
-from agentops.errors import ConfigError
 from agentops.llm.protocol import (
     AuthError,
     ContextOverflow,
     InvalidRequest,
     ModelError,
+    ModelOptions,
     ModelReply,
     ModelTimeout,
     RateLimited,
     ServerError,
+    TextSink,
     ToolCallRequest,
     Usage,
 )
+from agentops.llm.repair import complete_with_repair
 
 # Providers word "prompt too long" differently; the failure policy must still see one category.
 _CONTEXT_HINT = re.compile(
@@ -47,10 +48,12 @@ class OpenAICompatClient:
         model: str,
         timeout_s: float = 60,
         context_window: int = 8192,
+        options: ModelOptions | None = None,
     ) -> None:
         self.model = model
         self.timeout_s = timeout_s
         self.context_window = context_window
+        self.options = options or ModelOptions()
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
         self._sdk = openai.OpenAI(
             base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0
@@ -59,29 +62,9 @@ class OpenAICompatClient:
     @classmethod
     def from_settings(cls) -> OpenAICompatClient:
         """Build a client from the AGENTOPS_MODEL_* Django settings."""
-        base_url = getattr(settings, "AGENTOPS_MODEL_BASE_URL", "") or ""
-        model = getattr(settings, "AGENTOPS_MODEL_NAME", "") or ""
-        missing = [
-            name
-            for name, value in (
-                ("AGENTOPS_MODEL_BASE_URL", base_url),
-                ("AGENTOPS_MODEL_NAME", model),
-            )
-            if not value
-        ]
-        if missing:
-            raise ConfigError(
-                f"Set {' and '.join(missing)} to use the OpenAI-compatible model client "
-                "(e.g. AGENTOPS_MODEL_BASE_URL=http://127.0.0.1:8080/v1).",
-                missing=missing,
-            )
-        return cls(
-            base_url=base_url,
-            api_key=getattr(settings, "AGENTOPS_MODEL_API_KEY", "") or "",
-            model=model,
-            timeout_s=float(getattr(settings, "AGENTOPS_MODEL_TIMEOUT_S", 60)),
-            context_window=int(getattr(settings, "AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)),
-        )
+        from agentops.llm.configured import openai_from_settings
+
+        return openai_from_settings()
 
     def complete(
         self,
@@ -90,21 +73,32 @@ class OpenAICompatClient:
         tools: list[dict[str, Any]],
         tool_choice: str | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        on_text: TextSink | None = None,
     ) -> ModelReply:
         """Return the model's reply to ``messages`` or raise a ModelError subclass."""
-        params: dict[str, Any] = {"model": self.model, "messages": messages}
+        params: dict[str, Any] = {"model": self.model}
         if tools:
             # Providers reject tool_choice without tools, so both travel together.
             params["tools"] = tools
             if tool_choice is not None:
                 params["tool_choice"] = _tool_choice(tool_choice)
-        if max_tokens is not None:
-            params["max_tokens"] = max_tokens
+        if (max_tokens or self.options.max_tokens) is not None:
+            params["max_tokens"] = max_tokens or self.options.max_tokens
+        sink = on_text if self.options.stream else None
+        return complete_with_repair(
+            lambda msgs: self._once({**params, "messages": msgs}, sink), messages=messages,
+            tools=tools, tool_choice=tool_choice, repair_turns=self.options.repair_turns)
+
+    def _once(self, params: dict[str, Any], sink: TextSink | None) -> ModelReply:
+        """Send one request (streamed when ``sink`` is given) and return its reply."""
         try:
-            completion = self._sdk.chat.completions.create(**params)
+            if sink is None:
+                return self._reply(self._sdk.chat.completions.create(**params))
+            chunks = self._sdk.chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True})
+            return _streamed(chunks, sink, model=self.model)
         except openai.APIError as exc:
             raise _model_error(exc) from None
-        return self._reply(completion)
 
     def _reply(self, completion: Any) -> ModelReply:
         """Convert an SDK ChatCompletion into a ModelReply."""
@@ -128,6 +122,37 @@ class OpenAICompatClient:
             finish_reason=finish,
             model=getattr(completion, "model", None) or self.model,
         )
+
+
+def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
+    """Assemble a ModelReply from streamed chunks, passing text pieces to ``sink``."""
+    text: list[str] = []
+    calls: dict[int, dict[str, str]] = {}
+    finish, usage, name = "stop", None, model
+    for chunk in chunks:
+        usage = getattr(chunk, "usage", None) or usage
+        name = getattr(chunk, "model", None) or name
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = choice.delta
+            if delta is not None and delta.content:
+                text.append(delta.content)
+                sink(delta.content)
+            for part in (delta.tool_calls or ()) if delta is not None else ():
+                slot = calls.setdefault(part.index or 0, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = part.id or slot["id"]
+                if part.function is not None:
+                    slot["name"] += part.function.name or ""
+                    slot["arguments"] += part.function.arguments or ""
+            finish = choice.finish_reason or finish
+    cut_off = finish == "length"
+    return ModelReply(
+        text="".join(text),
+        tool_calls=tuple(ToolCallRequest(name=c["name"], raw_arguments=c["arguments"],
+                                         arguments=_parse_arguments(c["arguments"], cut_off=cut_off),
+                                         provider_id=c["id"]) for _, c in sorted(calls.items())),
+        usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                    completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
+        finish_reason=finish, model=name)
 
 
 def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:

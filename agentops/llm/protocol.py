@@ -6,8 +6,11 @@ typed ModelError subclasses below; the failure policy reads their fields, never 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+TextSink = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -40,13 +43,45 @@ class ToolCallRequest:
 
 @dataclass(frozen=True)
 class ModelReply:
-    """A model's answer: text and/or tool calls, usage and why it stopped."""
+    """A model's answer: text and/or tool calls, usage and why it stopped.
+
+    ``repairs`` lists what was wrong with earlier answers of the same call that a repair turn
+    sent back to the model (see ModelOptions.repair_turns); usage covers them all.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
     model: str = ""
+    repairs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How the engine and a client talk to a model; the same for every provider.
+
+    Attributes:
+        tool_choice: "auto" lets the model decide; "required" makes it call a tool on a
+            step's first turn (and, after a failed call, up to ``force_turns``), naming the
+            tool when the step offers exactly one, then offers no tools so it answers in text
+            and the step ends. Small models (Gemma 3 270M) only call tools this way.
+        force_turns: the last turn of a step on which a tool is still forced after a failure.
+        strict: send tool schemas in the providers' strict form (every property required,
+            optional ones nullable, no extra keys), so the provider constrains the arguments.
+        repair_turns: when a reply's tool call is unusable (not JSON, unknown tool, arguments
+            the schema refuses, no call when one was required), send the problem back to the
+            model this many times within the same call before returning the reply.
+        stream: stream the reply's text as it is generated (to the run page).
+        max_tokens: cap on the tokens of each reply (None: the provider's default).
+    """
+
+    tool_choice: Literal["auto", "required"] = "auto"
+    force_turns: int = 2
+    strict: bool = False
+    repair_turns: int = 0
+    stream: bool = False
+    max_tokens: int | None = None
 
 
 @runtime_checkable
@@ -62,8 +97,14 @@ class ModelClient(Protocol):
         tools: list[dict[str, Any]],
         tool_choice: str | dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        on_text: TextSink | None = None,
     ) -> ModelReply:
-        """Return the model's reply to ``messages`` or raise a ModelError subclass."""
+        """Return the model's reply to ``messages`` or raise a ModelError subclass.
+
+        ``tool_choice`` is "auto", "required", "none" or a tool name; ``on_text`` receives
+        the reply's text in pieces while it streams (clients that cannot stream ignore it).
+        A client may carry ``options: ModelOptions``; the engine reads them.
+        """
         ...
 
 

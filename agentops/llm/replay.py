@@ -25,7 +25,8 @@ class ReplayModel:
         self._next = 0
 
     def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                 tool_choice: Any = None, max_tokens: int | None = None) -> ModelReply:
+                 tool_choice: Any = None, max_tokens: int | None = None,
+                 on_text: Any = None) -> ModelReply:
         """Return the next recorded reply; running past the recording is an error."""
         if self._next >= len(self._replies):
             raise InvalidRequest("the recorded run has no more model replies")

@@ -74,7 +74,8 @@ class ScriptedModel:
         self.calls = 0
 
     def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                 tool_choice: Any = None, max_tokens: int | None = None) -> ModelReply:
+                 tool_choice: Any = None, max_tokens: int | None = None,
+                 on_text: Any = None) -> ModelReply:
         """Return the scripted reply for the step and turn named in ``messages``."""
         self.calls += 1
         ctx = self._context(messages)

@@ -4,10 +4,32 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runs.models import Run
+from django.conf import settings
+
+from agentops import clock
+from runs.models import Run, WorkerHeartbeat
 from runs.statuses import ATTENTION, TERMINAL, RunStatus
 
 BAR = 24
+# How long a run may sit queued before --follow checks whether any worker is there to take it.
+QUEUED_HINT_AFTER_S = 2.0
+
+
+def worker_last_seen_s() -> float | None:
+    """Return the age in seconds of the newest worker heartbeat (None: never seen)."""
+    seen = WorkerHeartbeat.objects.order_by("-seen_at").values_list("seen_at", flat=True).first()
+    return None if seen is None else (clock.now() - seen).total_seconds()
+
+
+def no_worker_hint() -> str:
+    """Return why no worker will take a queued run, or "" when one is alive."""
+    age = worker_last_seen_s()
+    limit = float(getattr(settings, "AGENTOPS_HEARTBEAT_MAX_AGE_S", 60.0))
+    if age is not None and age <= limit:
+        return ""
+    when = "no worker has ever reported" if age is None else f"the last worker heartbeat is {age:.0f}s old"
+    return (f"no worker is alive ({when}), so nothing will pick this run up: start one with "
+            "`manage.py agentops worker`, or run it here with `--inline`")
 
 
 def progress_line(run: Run) -> str:
@@ -55,6 +77,7 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
     from runs.tasks import worker_name
 
     deadline = time.monotonic() + timeout_s
+    hint_at = time.monotonic() + QUEUED_HINT_AFTER_S
     last = ""
     while time.monotonic() < deadline:
         run.refresh_from_db()
@@ -70,8 +93,13 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
             return run
         if inline:
             _tick_inline(run, worker_name())
-        else:
-            time.sleep(poll_s)
+            continue
+        if run.status == RunStatus.QUEUED and time.monotonic() >= hint_at:
+            hint = no_worker_hint()
+            if hint:
+                out.write(hint + "\n")
+            hint_at = deadline  # say it once
+        time.sleep(poll_s)
     out.write(f"still {run.status} after {timeout_s:.0f}s; follow it in the console\n")
     return run
 

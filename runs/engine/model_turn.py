@@ -11,7 +11,7 @@ from typing import Any
 
 from agentops import clock
 from agentops.agents import plan_check
-from agentops.llm.protocol import ModelError, ModelReply, ToolCallRequest
+from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, ToolCallRequest
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.paging import page_tools
@@ -28,8 +28,10 @@ from runs.engine.outcomes import block, retry_later
 from runs.engine.prices import prices_load, reply_cost
 from runs.engine.session import RunSession
 from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
+from runs.engine.offer import tool_offer
 from runs.engine.toolrun import execute_reads_inline
 from runs.event_types import EventType
+from runs.live import live_text_sink
 
 PLAN_STEP = "_plan"
 MAX_REPAIRS = 3
@@ -61,16 +63,26 @@ def model_turn(session: RunSession, step: str) -> None:
     if not _requested(s):
         session.commit([NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
     messages = _messages(session)
-    tools = [_PLAN_TOOL] if step == PLAN_STEP else [t.schema() for t in session.agent.tools]
+    model = session.model()
+    options = getattr(model, "options", None) or ModelOptions()
+    tools = [_PLAN_TOOL] if step == PLAN_STEP else [
+        t.schema(strict=options.strict) for t in session.agent.tools]
     tools += page_tools(s) if step != PLAN_STEP else []
+    tools, choice = tool_offer(s, step, session.agent, options, tools)
+    sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
     try:
         # A real model call may outlast the lease: keep it renewed while we wait.
         with lease_kept(session.run, session.worker, []):
-            reply = session.model().complete(messages=messages, tools=tools)
+            reply = model.complete(messages=messages, tools=tools, tool_choice=choice,
+                                   on_text=sink)
     except ModelError as err:
+        if sink is not None:
+            sink.flush()
         telemetry.model_called(session.agent.name, err.category)
         _model_failed(session, step, err)
         return
+    if sink is not None:
+        sink.flush()
     reply = _priced(session, reply)
     telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
                            cost_micros=reply.usage.cost_micros)
@@ -169,7 +181,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         return
     if not reply.tool_calls:
         text = reply.text or ""
-        _finish_step(session, step, turn, text, usage)
+        _finish_step(session, step, turn, text, usage, _repaired(reply))
         return
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
     if drift_guard(session, step, turn, planned, usage):
@@ -179,7 +191,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     data = {"step": step, "turn": turn, "text": reply.text or "", "usage": usage,
             "finish_reason": reply.finish_reason, "call_hashes": hashes,
             "no_progress": _no_progress(s),
-            "calls": [p.event_json() for p in planned]}
+            "calls": [p.event_json() for p in planned], **_repaired(reply)}
     if looping:
         names = sorted({p.name for p, h in zip(planned, hashes) if h in looping})
         block(session, "loop", f"the same call was asked for {LOOP_REPEATS} times with the same "
@@ -191,6 +203,11 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         return
     plan_calls(session, step, turn, planned, NewEvent(EventType.MODEL_REPLIED, data),
                execute_reads_inline)
+
+
+def _repaired(reply: ModelReply) -> dict[str, Any]:
+    """Return what repair turns sent back to the model in this call (for the event log)."""
+    return {"repairs": [r[:300] for r in reply.repairs]} if reply.repairs else {}
 
 
 def _plan_one(session: RunSession, index: int, req: ToolCallRequest) -> PlannedCall:
@@ -205,7 +222,7 @@ def _plan_one(session: RunSession, index: int, req: ToolCallRequest) -> PlannedC
         p.error = f"the arguments for {req.name} were not a JSON object: {req.raw_arguments[:200]!r}"
     else:
         try:
-            spec.validate(req.arguments)
+            p.args = spec.validate(req.arguments)
         except ToolInvalidArguments as exc:
             p.error = exc.message
     return p
@@ -246,13 +263,13 @@ def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, 
 
 
 def _finish_step(session: RunSession, step: str, turn: int, text: str,
-                 usage: dict[str, Any]) -> None:
+                 usage: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     s = session.state
     unmet = step_unmet(s, step, text)
     replied = NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text,
                                          "usage": usage, "finish_reason": "stop", "calls": [],
                                          "no_progress": 0 if not unmet
-                                         else s["guards"]["no_progress"]})
+                                         else s["guards"]["no_progress"], **(extra or {})})
     if unmet:
         _incomplete(session, step, turn, replied, unmet)
         return

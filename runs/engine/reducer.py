@@ -115,6 +115,8 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
             "depends_on": list(s.get("depends_on", [])),
             "input": s.get("input", {}),
             **({"completion": s["completion"]} if s.get("completion") else {}),
+            # the tools the step offers (StepSpec.tools); absent means all of them
+            **({"tools": list(s["tools"])} if s.get("tools") else {}),
         }
         for s in d["steps"]
     ]

@@ -156,10 +156,18 @@ def _claim(run: Run, who: str) -> None:
 def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
     args = dict(call.approved_args or call.args)
     args.update(unseal(call.sealed_args))
+    # The undo has its own key, derived from the original one, so a retried rollback undoes
+    # once; the original key travels beside it for tools that look the effect up by it.
     ctx = ToolContext(run_id=str(run.pk), step=call.step_key, tool_call_id=call.tool_call_id,
-                      attempt=call.attempts, idempotency_key=f"{call.idempotency_key}:undo")
+                      attempt=call.attempts, idempotency_key=f"{call.idempotency_key}:undo",
+                      original_key=call.idempotency_key)
     try:
         raw = spec.compensate(ctx, call.facts or {}, **args)
+        if not isinstance(raw, (ToolResult, dict)):
+            # Only an acknowledged undo counts: an author's function that returns nothing
+            # may have undone nothing, and "compensated" would then be a false fact.
+            raise TypeError(f"it returned {type(raw).__name__}, not a ToolResult or dict of "
+                            "facts acknowledging the undo")
     except Exception as exc:  # noqa: BLE001 - a failed compensation is reported, never lost
         message = call_secrets_of(spec, args, run_secrets(run.pk)).scrub_text(str(exc))
         event_append(run=run, events=[NewEvent(EventType.TOOL_COMPENSATION_FAILED, {
@@ -169,7 +177,7 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
                                   f"failed: {message[:300]}; nothing was restored, and what "
                                   "was undone stays undone. Fix it and roll back again.",
                                   tool_call_id=call.tool_call_id) from None
-    facts = raw.facts if isinstance(raw, ToolResult) else raw if isinstance(raw, dict) else {}
+    facts = raw.facts if isinstance(raw, ToolResult) else raw
     with transaction.atomic():
         event_append(run=run, events=[NewEvent(EventType.TOOL_COMPENSATED, {
             "id": call.tool_call_id, "tool": call.tool, "facts": facts, "by": who},

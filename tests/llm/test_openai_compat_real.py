@@ -88,3 +88,30 @@ def test_right_key_is_accepted(llama_server_with_key: str) -> None:
         messages=[{"role": "user", "content": "Say hello."}], tools=[], max_tokens=8
     )
     assert reply.usage.completion_tokens > 0
+
+
+def test_streamed_text_arrives_in_pieces_and_matches_the_reply(llama_server: str) -> None:
+    from agentops.llm.protocol import ModelOptions
+
+    pieces: list[str] = []
+    streaming = OpenAICompatClient(llama_server, "", "gemma-3-270m", timeout_s=120,
+                                   context_window=N_CTX, options=ModelOptions(stream=True))
+    reply = streaming.complete(messages=[{"role": "user", "content": "Count from one to ten."}],
+                               tools=[], max_tokens=32, on_text=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces) == reply.text and reply.text.strip()
+
+
+def test_required_choice_with_repair_turn_returns_a_usable_call(llama_server: str) -> None:
+    from agentops.llm.protocol import ModelOptions
+
+    repaired = OpenAICompatClient(llama_server, "", "gemma-3-270m", timeout_s=120,
+                                  context_window=N_CTX, options=ModelOptions(repair_turns=2))
+    reply = repaired.complete(
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+        tools=[WEATHER], tool_choice="get_weather", max_tokens=128)
+    from agentops.llm.repair import reply_problems
+
+    assert reply.tool_calls and reply.tool_calls[0].name == "get_weather"
+    # Either the reply is usable, or both repair turns were spent trying to make it so.
+    problems = reply_problems(reply, tools=[WEATHER], tool_choice="get_weather")
+    assert not problems or len(reply.repairs) == 2, (problems, reply.repairs)

@@ -1,18 +1,17 @@
-"""A demo agent run end to end through the engine on a real model (Gemma 3 270M, llama.cpp).
+"""An agent run end to end through the engine on a real model (Gemma 3 270M, llama.cpp).
 
-The demo's model factory switches to the OpenAI-compatible client when AGENTOPS_MODEL_* are
-set, and ForcedToolModel forces each step's tool (the only way this small model emits tool
-calls). Its argument values are often wrong, so this checks the structure the engine keeps:
-ledger rows for the calls, tool_call_id pairing in the context, usage recorded.
+The agent declares no model: it gets the one the AGENTOPS_MODEL_* settings describe, with
+AGENTOPS_MODEL_TOOL_CHOICE=required forcing each step's one tool (the only way this small
+model emits tool calls). Its argument values are often wrong, so this checks the structure
+the engine keeps: ledger rows for the calls, tool_call_id pairing in the context, usage.
 """
 from __future__ import annotations
 
 import pytest
 
 from agentops.agents import Agent, StepSpec, registry
-from agentops.demo import scripts, tools
-from agentops.demo.agents import model_factory
-from agentops.demo.forced import ForcedToolModel
+from agentops.demo import tools
+from agentops.llm.openai_compat import OpenAICompatClient
 from ledger.models import ToolCall
 from runs.engine.context import context_build
 from runs.engine.snapshots import load_state
@@ -34,13 +33,15 @@ def real_agent(engine, settings, llama_server):
     settings.AGENTOPS_MODEL_NAME = "gemma-3-270m"
     settings.AGENTOPS_MODEL_TIMEOUT_S = 120
     settings.AGENTOPS_MODEL_CONTEXT_WINDOW = N_CTX
+    settings.AGENTOPS_MODEL_TOOL_CHOICE = "required"
+    settings.AGENTOPS_MODEL_MAX_TOKENS = 256
     return registry.register(Agent(
         name="real-returns", version="1",
         system_prompt="You check whether an order can be returned. Call the tool you are given.",
         tools=[tools.get_order, tools.check_return_policy],
-        plan=[StepSpec("order", title="Look up the order"),
-              StepSpec("policy", title="Check the return policy", depends_on=("order",))],
-        model=model_factory(scripts.support_returns, STEP_TOOLS)))
+        plan=[StepSpec("order", title="Look up the order", tools=("get_order",)),
+              StepSpec("policy", title="Check the return policy", depends_on=("order",),
+                       tools=("check_return_policy",))]))
 
 
 def _assert_paired(messages):
@@ -52,12 +53,16 @@ def _assert_paired(messages):
 
 
 def test_demo_agent_runs_through_the_engine_on_a_real_model(real_agent):
-    assert isinstance(real_agent.model_client(), ForcedToolModel)
+    client = real_agent.model_client()
+    assert isinstance(client, OpenAICompatClient) and client.options.tool_choice == "required"
     run = run_start(agent="real-returns", goal="Can order A-1001 be returned?",
                     input={"order_id": "A-1001"})
     assert drive(run, max_ticks=40) not in RUNNABLE
 
     replied = [e.data for e in Event.objects.filter(run=run, type="model.replied")]
+    failed = [e.data for e in Event.objects.filter(run=run, type="model.failed")]
+    run.refresh_from_db()
+    assert replied, (run.status, run.attention_detail, failed)
     assert replied and all(d["usage"]["tokens"] > 0 for d in replied)
     assert run.model_calls >= len(replied) and run.tokens_used >= sum(
         d["usage"]["tokens"] for d in replied)

@@ -71,7 +71,7 @@ def test_an_attempt_log_is_recorded_linked_and_kept_by_retention(engine):
     assert drive(run) == "succeeded"
     attempt = ToolAttempt.objects.get(tool_call__run=run)
     assert attempt.log_sha256 and attempt.log_sha256 == attempt.tool_call.artifact_sha256
-    viewer = client_for(make_role_users()["viewer"])
+    viewer = client_for(make_role_users()["operator"])  # raw logs: operators and up
     link = reverse("console:run_artifact", args=[run.pk, attempt.log_sha256])
     assert link in viewer.get(reverse("console:run", args=[run.pk])).content.decode()
     assert b"raw raw" in viewer.get(link).content

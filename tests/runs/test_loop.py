@@ -32,7 +32,8 @@ def test_invalid_arguments_are_model_visible_not_a_crash(engine):
     assert drive(run) == "succeeded"
     first = load_state(run.pk)["turns"][0]["calls"][0]["result"]
     assert first["status"] == "failed" and first["error"]["category"] == "invalid_arguments"
-    assert "'item' is a required property" in first["error"]["message"]
+    assert "item: is required" in first["error"]["message"]
+    assert "wrong: is not an argument of this tool" in first["error"]["message"]
 
 
 def test_timeout_then_success_keeps_one_result_and_two_attempts(engine):

@@ -1,4 +1,4 @@
-"""manage.py agentops: worker, sweep, run, doctor, demo, export, import, rotate-keys."""
+"""manage.py agentops: worker, sweep, run, follow, doctor, demo, export, import, rotate-keys, createuser."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,8 @@ class Command(BaseCommand):
 
     help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | "
             "follow RUN [--inline] | doctor"
-            " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys")
+            " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys"
+            " | createuser NAME --role ROLE [--api-key]")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="sub", required=True)
@@ -42,6 +43,15 @@ class Command(BaseCommand):
         i.add_argument("directory")
         sub.add_parser("rotate-keys", help="re-seal sensitive tool arguments with the newest "
                                            "AGENTOPS_SEAL_KEYS key")
+        u = sub.add_parser("createuser", help="create a user with roles (and an API key)")
+        u.add_argument("username")
+        u.add_argument("--role", action="append", required=True, dest="roles",
+                       help="viewers | operators | support | admins (repeatable)")
+        u.add_argument("--email", default="")
+        u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
+        u.add_argument("--key-name", default="cli", help="a label for the key")
+        u.add_argument("--existing", action="store_true",
+                       help="add the roles (and key) to a user that already exists")
 
     def handle(self, *args, sub: str, **opts) -> None:
         getattr(self, f"_{sub.replace('-', '_')}")(**opts)
@@ -69,10 +79,11 @@ class Command(BaseCommand):
         if not isinstance(data, dict):
             raise CommandError("--input must be a JSON object")
         try:
-            run = run_start(agent=agent, goal=goal, input=data, actor="cli")
+            run = run_start(agent=agent, goal=goal, input=data, actor="cli", enqueue=not inline)
         except AgentOpsError as exc:
             raise CommandError(exc.message) from None
-        self.stdout.write(f"run {run.pk} queued ({run.agent_name}@{run.agent_version})")
+        where = "running in this process" if inline else "queued"
+        self.stdout.write(f"run {run.pk} {where} ({run.agent_name}@{run.agent_version})")
         if follow or inline:
             self._follow_to_end(run_follow(run, out=self.stdout, inline=inline,
                                            timeout_s=timeout))
@@ -127,6 +138,27 @@ class Command(BaseCommand):
         except AgentOpsError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(f"exported {run} to {path}")
+
+    def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
+                    key_name: str, existing: bool, **_) -> None:
+        from agentops.errors import AgentOpsError
+        from approvals.apikeys import apikey_create
+        from approvals.users import user_create
+
+        try:
+            user, created = user_create(username=username, roles=roles, email=email,
+                                        existing=existing)
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        verb = "created" if created else "updated"
+        self.stdout.write(f"user {username} {verb} with roles: {', '.join(sorted(set(roles)))}")
+        if created:
+            self.stdout.write(f"  console password: `manage.py changepassword {username}`")
+        if api_key:
+            key, raw = apikey_create(user=user, name=key_name)
+            self.stdout.write(f"API key {key.prefix}… (shown only this once; store it now):")
+            self.stdout.write(raw)
+            self.stdout.write("  use it as: Authorization: Bearer <key>")
 
     def _import(self, *, directory: str, **_) -> None:
         from agentops.errors import AgentOpsError
