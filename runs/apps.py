@@ -15,7 +15,7 @@ class RunsConfig(AppConfig):
         connection_created.connect(_name_session, dispatch_uid="agentops-session-name")
 
 
-def _name_session(sender: object, connection: object, **kwargs: object) -> None:
+def _name_session(connection: object, **kwargs: object) -> None:
     # A lease owner is "host:pid" (runs.tasks.worker_name); a session named the same tells
     # the sweeper the owner is alive. A killed process's sessions vanish with it.
     if getattr(connection, "vendor", "") != "postgresql":
