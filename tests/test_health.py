@@ -1,6 +1,8 @@
 """/healthz, /readyz and the /metrics access rules."""
 from __future__ import annotations
 
+import re
+
 import datetime as dt
 
 import pytest
@@ -37,7 +39,9 @@ def test_readyz_is_503_when_the_newest_heartbeat_is_stale(client, settings):
     _beat(age_s=45)
     response = client.get("/readyz")
     assert response.status_code == 503
-    assert "No worker heartbeat for 45s (limit 30s)" in response.json()["reasons"][0]
+    # 45 s old when written; a loaded machine may take a second more to answer.
+    assert re.search(r"No worker heartbeat for 4[5-7]s \(limit 30s\)",
+                     response.json()["reasons"][0])
 
 
 def test_readyz_is_200_when_a_worker_reported_recently(client, settings):
