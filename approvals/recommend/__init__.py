@@ -6,11 +6,10 @@ the run's real state, the writes ahead, the evidence and — at render time — 
 """
 from approvals.recommend.classes import TABLE, FailureClass, failure_class
 from approvals.recommend.decide import LITTLE_DONE, MOST_DONE, Recommendation, decide
-from approvals.recommend.groups import recommend_groups
 from approvals.recommend.situation import Evidence, Situation, situation_read
 
 __all__ = ["LITTLE_DONE", "MOST_DONE", "TABLE", "Evidence", "FailureClass", "Recommendation",
-           "Situation", "decide", "failure_class", "recommend_groups", "recommend_run",
+           "Situation", "decide", "failure_class", "recommend_run",
            "situation_read"]
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.recommend import recommend_groups, recommend_run
+from approvals.recommend import recommend_run
+from approvals.recommend.groups import recommend_groups
 from runs.engine.snapshots import load_state
 from tests.approvals.conftest import blocked_run
 
