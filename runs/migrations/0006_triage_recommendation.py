@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0004_no_fk_checks_on_hot_inserts'),
+        ('runs', '0005_fencing_urgent'),
     ]
 
     operations = [
