@@ -227,20 +227,21 @@ def _mark_stale(a: Approval, run: Run, why: str) -> None:
     if run.status not in TERMINAL:
         event_append(run=run, events=[NewEvent(EventType.APPROVAL_STALE, {
             "approval": a.pk, "tool_call_id": a.tool_call.tool_call_id, "why": why})])
-        _block_if_stuck(run, f"approval {a.pk} for {a.tool} went stale: {why}")
+        _block_if_stuck(run, f"approval {a.pk} for {a.tool} went stale: {why}", a)
 
 
-def _block_if_stuck(run: Run, detail: str) -> None:
+def _block_if_stuck(run: Run, detail: str, a: Approval) -> None:
     """Block a run left waiting for approvals nobody can give any more (an operator decides)."""
-    from runs.engine import reducer
     from runs.engine.attention import attention_fields, block_reason
+    from runs.engine.snapshots import load_state
     from runs.engine.transition import run_transition
 
     waiting = run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL
     if not waiting or Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists():
         return
-    fields = attention_fields(category="approval_expired", detail=detail,
-                              state=reducer.empty_state(), agent=run.agent_name)
+    fields = attention_fields(run=run, category="approval_expired", detail=detail,
+                              state=load_state(run.pk), tool=a.tool,
+                              tool_call_id=a.tool_call.tool_call_id)
     run_transition(run, RunStatus.BLOCKED, reason=block_reason("approval_expired"),
                    detail=detail, fields=fields)
 
@@ -308,7 +309,7 @@ def _expire_escalate(a: Approval, run: Run) -> None:
     event_append(run=run, events=[NewEvent(EventType.APPROVAL_EXPIRED, {
         "approval": a.pk, "outcome": "escalate"})])
     _block_if_stuck(run, f"nobody decided the approval for {a.tool} in time; an operator "
-                         "must retry (asks again) or terminate")
+                         "must retry (asks again) or terminate", a)
 
 
 _EXPIRY = {ExpiryOutcome.DENY: _expire_deny, ExpiryOutcome.CANCEL_RUN: _expire_cancel,

@@ -108,6 +108,18 @@ class ToolPermissionDenied(ToolPermanent):
     category = "permission"
 
 
+class ToolNotFound(ToolPermanent):
+    """What the tool was asked for does not exist (an unknown order, a deleted file)."""
+
+    category = "not_found"
+
+
+class ToolBusinessRejection(ToolPermanent):
+    """The backend refused on business grounds (refund window closed, limit exceeded)."""
+
+    category = "business_rejection"
+
+
 class ToolInvalidArguments(InvalidInput, LedgerError):
     """The model's arguments do not fit the tool's schema; the message says where."""
 

@@ -86,6 +86,7 @@ class RunOut(RunSummaryOut):
     wait_data: dict[str, Any]
     attention_detail: str
     recommendation_why: str
+    recommended_alternatives: list[str]
     cancel_requested: bool
     current_tool_call: str
     tokens_used: int

@@ -56,14 +56,17 @@ def run_signal(*, run: Run, name: str, payload: dict[str, Any] | None, key: str)
     return sig
 
 
-def run_fork(*, run: Run, seq: int, actor: Any = None) -> Run:
-    """Start a new queued run from ``run``'s state after event ``seq``; return it."""
+def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = None) -> Run:
+    """Start a new queued run from ``run``'s state after event ``seq``; return it.
+
+    ``version`` pins the fork to another deployed version of the agent (default: the same).
+    """
     if not 1 <= seq <= run.last_seq:
         raise InvalidInput(f"seq must be between 1 and {run.last_seq}", seq=seq)
     state = load_state(run.pk, upto_seq=seq)
     with transaction.atomic():
         fork = Run.objects.create(
-            agent_name=run.agent_name, agent_version=run.agent_version, goal=run.goal,
+            agent_name=run.agent_name, agent_version=version or run.agent_version, goal=run.goal,
             input=run.input, forked_from=run, forked_at_seq=seq, parent=None,
             created_by=actor if getattr(actor, "pk", None) else None, last_seq=seq,
             **{f: getattr(run, f) for f in _COPIED_BUDGET},

@@ -59,7 +59,8 @@ def make_attention_run(status: str = RunStatus.BLOCKED, *, goal: str = "Refund o
                   model_calls=4, tool_calls=2, cost_micros=15_000, budget_cost_micros=1_000_000,
                   started_at=clock.now() - age, attention_signature=f"sig-{tool}")
     if status == RunStatus.WAITING:
-        values.update(wait_kind=fields.pop("wait_kind", "approval"))
+        values.update(wait_kind=fields.pop("wait_kind", "approval"),
+                      recommended_action=fields.pop("recommended", ""))
     else:
         values.update(attention_reason=reason if status == RunStatus.BLOCKED else "",
                       attention_detail=fields.pop("detail", "charge_card failed 3 times: 503"),

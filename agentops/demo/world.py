@@ -16,7 +16,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 
 from agentops.tools import ToolContext
-from ledger.errors import ToolPermissionDenied, ToolRateLimited, ToolTimeout, ToolTransient
+from ledger.errors import (
+    ToolBusinessRejection,
+    ToolNotFound,
+    ToolPermissionDenied,
+    ToolRateLimited,
+    ToolTimeout,
+    ToolTransient,
+)
 
 ORDERS: dict[str, dict[str, Any]] = {
     "A-1001": {"item": "trail shoes", "amount": 45, "days_since_delivery": 6},
@@ -72,6 +79,10 @@ def fault_before(ctx: ToolContext, name: str) -> None:
     kind, arg = fault_of(faults_for(ctx.run_id), name)
     if kind == "permission":
         raise ToolPermissionDenied(f"{name}: this account may not read that data")
+    if kind == "not_found":
+        raise ToolNotFound(f"{name}: no such record")
+    if kind == "reject":
+        raise ToolBusinessRejection(f"{name}: refused: {arg or 'outside the policy'}")
     if kind == "rate_limit" and ctx.attempt == 1:
         delay = float(arg or 30)
         raise ToolRateLimited(f"{name}: rate limited, retry in {delay:g}s", next_retry_delay=delay)

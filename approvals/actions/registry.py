@@ -14,6 +14,7 @@ from approvals.actions import (
     confirm,
     edit_args,
     finish_partial,
+    fork_deployed,
     raise_budget,
     reject,
     resume,
@@ -21,6 +22,7 @@ from approvals.actions import (
     rollback,
     skip,
     terminate,
+    wake,
 )
 from approvals.actions.base import Action
 from approvals.errors import UnknownAction
@@ -28,8 +30,9 @@ from approvals.errors import UnknownAction
 # In button order: a run shows the ones that apply, the recommended one first.
 ACTIONS: dict[str, Action] = {a.verb: a for a in (
     raise_budget.ACTION, resume.ACTION, retry.ACTION, skip.ACTION,
-    confirm.CONFIRM_EXECUTED, confirm.CONFIRM_NOT_EXECUTED, rollback.ACTION,
-    finish_partial.ACTION, terminate.ACTION, approve.ACTION, reject.ACTION, edit_args.ACTION,
+    confirm.CONFIRM_EXECUTED, confirm.CONFIRM_NOT_EXECUTED, fork_deployed.ACTION, wake.ACTION,
+    rollback.ACTION, finish_partial.ACTION, terminate.ACTION, approve.ACTION, reject.ACTION,
+    edit_args.ACTION,
 )}
 RUN_ACTIONS = {v: a for v, a in ACTIONS.items() if a.target == "run"}
 APPROVAL_ACTIONS = {v: a for v, a in ACTIONS.items() if a.target == "approval"}
@@ -46,8 +49,10 @@ def action_for(verb: str) -> Action:
 
 
 def actions_for(run: Any, user: Any) -> list[Action]:
-    """Return the run actions ``user`` may press on ``run`` now (check() passes), recommended
-    first, then in button order."""
+    """Return the run actions ``user`` may press on ``run`` now (check() passes): the
+    recommended one first, then its alternatives in order, then in button order."""
     offered = [a for a in RUN_ACTIONS.values() if not a.refusal(user, run)]
-    offered.sort(key=lambda a: a.verb != run.recommended_action)
+    order = [run.recommended_action, *(run.recommended_alternatives or [])]
+    rank = {v: i for i, v in enumerate(dict.fromkeys(order))}
+    offered.sort(key=lambda a: rank.get(a.verb, len(rank)))
     return offered

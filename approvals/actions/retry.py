@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentops.agents import registry
 from approvals.actions.base import Action, call_preview, step_calls
+from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
 from runs.services_operator import rules, run_retry
+from runs.statuses import BlockReason
 
 
 class Retry(Action):
@@ -19,6 +22,15 @@ class Retry(Action):
             "retry budget for that step.")
     statuses = rules.RETRY
     bulk = True
+
+    def applies(self, target: Run) -> None:
+        """Refuse a run whose pinned agent version is gone: a retry would block again."""
+        super().applies(target)
+        if (target.attention_reason == BlockReason.VERSION_MISMATCH
+                and not registry.has(target.agent_name, target.agent_version)):
+            raise ActionNotApplicable(f"{target.agent_name}@{target.agent_version} is not "
+                                      "deployed, so a retry would block again; continue on the "
+                                      "deployed version or terminate", status=target.status)
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_retry."""

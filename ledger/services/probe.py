@@ -22,6 +22,7 @@ def probe_call(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any], failed: O
         raise
     except Exception as exc:  # noqa: BLE001 - a failing probe leaves the outcome unknown
         failed.log += f"\nprobe failed: {exc!r}"
+        failed.details = {**failed.details, "probe": "unreachable"}
         return outcome_scrubbed(failed, secrets)
     if found is None:
         # It did not happen: retrying with the same key is safe.

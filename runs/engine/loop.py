@@ -113,8 +113,9 @@ def session_open(run: Run, worker: str) -> RunSession | None:
 
 
 def _block_unopened(run: Run, category: str, detail: str, state: dict | None = None) -> None:
-    fields = attention_fields(category=category, detail=detail,
-                              state=state or reducer.empty_state(), agent=run.agent_name)
+    # Without a loadable state (an unknown schema) progress comes from the run's projection.
+    fields = attention_fields(run=run, category=category, detail=detail,
+                              state=state or reducer.empty_state())
     run_transition(run, RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
                    fields=fields, expected_version=run.version)
 

@@ -186,10 +186,16 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
     if drift_guard(session, step, turn, planned, usage):
         return
-    hashes = [args_hash({"tool": p.name, "args": p.args or {}}) for p in planned]
-    looping = loop_evidence(s["guards"]["recent_calls"], hashes)
+    if all(p.error for p in planned) and _repairs(s) >= MAX_REPAIRS - 1:
+        # Broken output is checked before the loop guard: it is not a repeated call.
+        _invalid_output(session, step, turn, usage, planned[0].error or "invalid tool calls")
+        return
+    # A call the model could not form has no arguments to compare: it never counts as a repeat.
+    hashes = [args_hash({"tool": p.name, "args": p.args}) if not p.error else ""
+              for p in planned]
+    looping = loop_evidence(s["guards"]["recent_calls"], [h for h in hashes if h])
     data = {"step": step, "turn": turn, "text": reply.text or "", "usage": usage,
-            "finish_reason": reply.finish_reason, "call_hashes": hashes,
+            "finish_reason": reply.finish_reason, "call_hashes": [h for h in hashes if h],
             "no_progress": _no_progress(s),
             "calls": [p.event_json() for p in planned], **_repaired(reply)}
     if looping:
@@ -197,9 +203,6 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         block(session, "loop", f"the same call was asked for {LOOP_REPEATS} times with the same "
               f"arguments: {', '.join(names)}",
               events=[NewEvent(EventType.MODEL_REPLIED, data)], tool=names[0])
-        return
-    if all(p.error for p in planned) and _repairs(s) >= MAX_REPAIRS - 1:
-        _invalid_output(session, step, turn, usage, planned[0].error or "invalid tool calls")
         return
     plan_calls(session, step, turn, planned, NewEvent(EventType.MODEL_REPLIED, data),
                execute_reads_inline)

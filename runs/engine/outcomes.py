@@ -9,7 +9,7 @@ from django.conf import settings
 
 from agentops import clock
 from runs.engine import telemetry
-from runs.engine.attention import attention_fields, block_reason
+from runs.engine.attention import attention_fields, block_reason, wait_fields
 from runs.engine.events import NewEvent
 from runs.engine.policy import backoff_delay
 from runs.engine.session import RunSession
@@ -21,8 +21,8 @@ def block(session: RunSession, category: str, detail: str, *,
           events: Sequence[NewEvent] = (), tool: str = "", tool_call_id: str = "",
           also: Sequence[Callable[[], Any]] = ()) -> None:
     """Stop the run as ``blocked`` for ``category`` with the evidence in ``detail``."""
-    fields = attention_fields(category=category, detail=detail, state=session.state,
-                              agent=session.agent.name, tool=tool, tool_call_id=tool_call_id)
+    fields = attention_fields(run=session.run, category=category, detail=detail,
+                              state=session.state, tool=tool, tool_call_id=tool_call_id)
     step = session.state["current_step"]
     evs = list(events)
     if step:
@@ -35,9 +35,20 @@ def block(session: RunSession, category: str, detail: str, *,
 
 def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str,
                events: Sequence[NewEvent] = (), also: Sequence[Callable[[], Any]] = ()) -> None:
-    """Stop the run as ``unknown``: a write's outcome needs a person to confirm."""
-    fields = attention_fields(category="ambiguous_write", detail=detail, state=session.state,
-                              agent=session.agent.name, tool=tool, tool_call_id=tool_call_id)
+    """Stop the run as ``unknown``: a write's outcome needs a person to confirm.
+
+    The evidence for the recommendation comes from this unit's ``tool.unknown`` event and
+    the attempt just closed, which are committed together with the status.
+    """
+    evidence: dict[str, Any] = {}
+    for e in events:
+        if e.type == EventType.TOOL_UNKNOWN and e.data.get("id") == tool_call_id:
+            evidence.update(cause=e.data.get("category", ""), probe=e.data.get("probe", ""),
+                            **({"elapsed_ms": e.data["elapsed_ms"]} if "elapsed_ms" in e.data
+                               else {}))
+    fields = attention_fields(run=session.run, category="ambiguous_write", detail=detail,
+                              state=session.state, tool=tool, tool_call_id=tool_call_id,
+                              status=RunStatus.UNKNOWN, evidence=evidence or None)
     session.commit(events, to=RunStatus.UNKNOWN, reason="unknown_outcome", detail=detail,
                    fields=fields, also=also)
     telemetry.run_stopped(session.agent.name, RunStatus.UNKNOWN, "ambiguous_write", detail)
@@ -48,7 +59,8 @@ def wait(session: RunSession, *, kind: str, until: dt.datetime | None, data: dic
     """Park the run in a durable wait (no worker holds it while it waits)."""
     started = NewEvent(EventType.WAIT_STARTED, {"kind": kind, "until": until.isoformat() if until else None,
                                         "data": data})
-    fields = {"wait_kind": kind, "wait_until": until, "wait_data": data}
+    fields = {"wait_kind": kind, "wait_until": until, "wait_data": data,
+              **wait_fields(kind=kind, until=until, data=data)}
     session.commit([*events, started], to=RunStatus.WAITING, fields=fields, also=also,
                    milestone="before_wait")
     telemetry.run_waiting(kind, until)

@@ -77,8 +77,8 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
             if count > run.recovery_limit:
                 detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "
                           f"last owner {run.lease_owner}")
-                fields = attention_fields(category="recovery_limit", detail=detail,
-                                          state=reducer.empty_state(), agent=run.agent_name)
+                fields = attention_fields(run=run, category="recovery_limit", detail=detail,
+                                          state=_state_or_empty(run))
                 run_transition(run, RunStatus.BLOCKED, reason=block_reason("recovery_limit"),
                                detail=detail, events=[event],
                                fields={**fields, "recoveries": count},
@@ -96,6 +96,17 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
 
     run_enqueue(run_id)
     return True
+
+
+def _state_or_empty(run: Run) -> dict[str, Any]:
+    """Return the run's state for its recommendation (progress); empty if it cannot load."""
+    from runs.engine.snapshots import load_state
+    from runs.errors import UnknownSchemaVersion
+
+    try:
+        return load_state(run.pk)
+    except UnknownSchemaVersion:
+        return reducer.empty_state()
 
 
 STALE_QUEUED_S = 10.0

@@ -106,12 +106,15 @@ def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
 
 
 def _unknown(call: ToolCall, n: int, outcome: Outcome, attempt: ToolAttempt) -> Settlement:
+    probe = outcome.details.get("probe") or ("unreachable" if call.probeable else "none")
     ev = NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id, "attempt": n,
-                                   "category": outcome.category},
+                                           "category": outcome.category, "probe": probe,
+                                           "elapsed_ms": attempt.duration_ms},
                   tool_call_id=call.tool_call_id, attempt=n)
+    why = ("its probe could not be reached" if probe == "unreachable"
+           else "it has no idempotency key and no probe")
     detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run; "
-              "it has no idempotency key and no probe, so only a person can say whether it "
-              "happened")
+              f"{why}, so only a person can say whether it happened")
     return Settlement(call, S.UNKNOWN, {"attempts": n, "error_class": outcome.category,
                                         "error": outcome.message[:500]},
                       [ev], attempt, "unknown", detail=detail, category="ambiguous_write")

@@ -9,6 +9,6 @@ STALL_ROUNDS = 5
 
 def loop_evidence(recent_calls: list[str], new_hashes: list[str]) -> list[str] | None:
     """Return the repeating call hashes when a call repeats LOOP_REPEATS times, else None."""
-    counts = Counter(recent_calls + new_hashes)
-    repeated = [h for h in new_hashes if counts[h] >= LOOP_REPEATS]
+    counts = Counter(h for h in recent_calls + new_hashes if h)
+    repeated = [h for h in new_hashes if h and counts[h] >= LOOP_REPEATS]
     return repeated or None

@@ -255,7 +255,8 @@ def _reconcile(session: RunSession, call: ToolCall) -> None:
                           "it has no probe, so only a person can say whether it happened",
                    events=[NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id,
                                                      "attempt": n,
-                                                     "category": "worker_lost"},
+                                                     "category": "worker_lost",
+                                                     "probe": "none"},
                                     tool_call_id=call.tool_call_id)],
                    also=[toolcall_update(call, S.UNKNOWN, attempts=n),
                          attempt_finish(call, n, S.UNKNOWN, error_class="worker_lost")])

@@ -24,6 +24,7 @@ _CLEAR_ATTENTION = {
     "attention_signature": "",
     "recommended_action": "",
     "recommendation_why": "",
+    "recommended_alternatives": [],
 }
 _CLEAR_WAIT = {"wait_kind": "", "wait_until": None, "wait_data": {}}
 

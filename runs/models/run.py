@@ -27,7 +27,8 @@ class Run(models.Model):
     attention_detail = models.TextField(blank=True)
     attention_signature = models.CharField(max_length=64, blank=True)
     recommended_action = models.CharField(max_length=32, blank=True)
-    recommendation_why = models.CharField(max_length=300, blank=True)
+    recommendation_why = models.CharField(max_length=500, blank=True)
+    recommended_alternatives = models.JSONField(default=list, blank=True)
     cancel_requested = models.BooleanField(default=False)
     exceptions = models.JSONField(
         default=list, blank=True,

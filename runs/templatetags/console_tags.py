@@ -94,3 +94,11 @@ def countfmt(n: int | None) -> str:
 def words(value: str) -> str:
     """Return an identifier as words: confirm_not_executed -> confirm not executed."""
     return str(value or "").replace("_", " ")
+
+
+@register.filter
+def action_label(verb: str) -> str:
+    """Return the console button label of an action verb ("retry" -> "Retry step")."""
+    from approvals.recommend.advice import label_of
+
+    return label_of(verb) if verb else ""

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_GET
 
 from agentops import clock
 from approvals.actions import actions_for
+from approvals.recommend.advice import advice_for
 from runs import selectors as sel
 from runs.errors import RunNotFound
 from runs.event_types import EventType
@@ -67,7 +68,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
     exceptions = ([] if run.status in (RunStatus.QUEUED, RunStatus.RUNNING)
                   else sel.run_exceptions(run=run))
     return {"d": detail, "run": run, "actions": actions_for(run, request.user),
-            "meters": budget_meters(run),
+            "advice": advice_for(run=run, user=request.user), "meters": budget_meters(run),
             "timeline": timeline(detail.steps), "exceptions": exceptions}
 
 

@@ -11,7 +11,9 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
+from agentops.agents import Agent, registry
 from agentops.api import api
+from agentops.llm.scripted import ScriptedModel
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS, action_for, actions_for
 from approvals.actions.params import params_fields
 from approvals.errors import UnknownAction
@@ -20,6 +22,12 @@ from runs.models import Run
 from runs.statuses import RunStatus
 from tests.console_factories import client_for, make_attention_run
 
+# Actions that apply to one kind of stop only: a timer wait; a run whose version is gone.
+_STATE = {"wake": {"wait_kind": "timer"},
+          "fork_deployed": {"attention_reason": "version_mismatch",
+                            "agent_name": "registry-fork", "agent_version": "0"}}
+registry.register(Agent(name="registry-fork", version="1", system_prompt="p", tools=[],
+                        plan=None, model=lambda: ScriptedModel({})))
 _PREFERRED = (RunStatus.BLOCKED, RunStatus.UNKNOWN, RunStatus.WAITING, RunStatus.RUNNING,
               RunStatus.QUEUED)
 
@@ -28,6 +36,7 @@ def _run_for(action) -> Run:
     """A run in a status the action declares, with a checkpoint to roll back to."""
     status = next(s for s in _PREFERRED if s in action.statuses)
     run = make_attention_run(status, reason="budget_exhausted", recommended="")
+    Run.objects.filter(pk=run.pk).update(**_STATE.get(action.verb, {}))
     event_append(run=run, events=[NewEvent("run.note", {"text": "a"}),
                                   NewEvent("run.note", {"text": "b"})])
     run.refresh_from_db()

@@ -81,7 +81,7 @@ def test_email_timeout_after_send_is_unknown_and_never_resent(demo):
     assert drive(run) == "unknown"
     assert _kinds(run).count("email") == 1
     assert ToolCall.objects.get(run=run, tool="send_customer_email").status == "unknown"
-    assert run.recommended_action == "confirm"
+    assert run.recommended_action == "confirm_executed"  # timed out after sending
 
 
 def test_model_repeating_the_carrier_call_is_a_loop(demo):

@@ -17,7 +17,9 @@ def test_token_budget_exhaustion_snapshots_then_blocks(engine):
     run = run_start(agent="spender", goal="g", budget={"tokens": 200})
     assert drive(run) == "blocked"
     assert run.attention_reason == "budget_exhausted"
-    assert run.recommended_action == "raise_budget"
+    # 0 of 1 steps done: raising the budget of a run that barely started is rarely right.
+    assert run.recommended_action == "terminate"
+    assert run.recommended_alternatives == ["raise_budget"]
     assert "tokens: used" in run.attention_detail
     assert run.tokens_used >= 200
     assert Snapshot.objects.filter(run=run, seq=run.last_seq).exists()

@@ -77,12 +77,17 @@ def test_ambiguous_unsafe_write_recommends_confirm(engine):
     engine.make_agent("amb", {"s": [call("email", to="x@y.z"), say("ok")]}, plan=["s"])
     run = run_start(agent="amb", goal="g")
     assert drive(run) == "unknown"
-    assert run.recommended_action == "confirm"
+    # The timeout came after the request was sent: "It executed" is the likelier answer.
+    assert run.recommended_action == "confirm_executed"
+    assert run.recommended_alternatives[0] == "confirm_not_executed"
+    assert "It executed is likelier" in run.recommendation_why
 
 
-def test_every_policy_row_names_a_recommendation_and_why():
-    for category, rule in POLICY.items():
-        assert rule.recommend and rule.why, category
+def test_every_policy_row_has_a_triage_row():
+    from approvals.recommend import TABLE, failure_class
+
+    for category in POLICY:
+        assert failure_class(category) in TABLE, category
 
 
 def test_backoff_grows_is_capped_and_honours_retry_after():

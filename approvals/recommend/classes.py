@@ -1,0 +1,138 @@
+"""Failure classes and the triage table: what a person should do about each, before weighing.
+
+An engine error category (``rate_limited``, ``permission``, ``loop`` ...) maps to one failure
+class; each class has one row: the action a careful operator starts from, the alternatives in
+order, and the one-line why. ``approvals.recommend.decide`` then weighs the row against the
+failing tool's effect, the progress, the writes ahead, the evidence and who is looking.
+A new block reason is one new row here (and one line in ``_CATEGORY``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class FailureClass(StrEnum):
+    """Why automation stopped, as an operator needs to know it."""
+
+    INVALID_OUTPUT = "invalid_output"
+    LOOP = "loop"
+    STALL = "stall"
+    TURN_LIMIT = "turn_limit"
+    PERMISSION = "permission"
+    NOT_FOUND = "not_found"
+    BUSINESS_REJECTION = "business_rejection"
+    PERMANENT = "permanent"
+    RATE_LIMIT = "rate_limit"
+    OUTAGE = "outage"
+    VERSION_GONE = "version_gone"
+    BUDGET = "budget"
+    RECOVERY_LIMIT = "recovery_limit"
+    APPROVAL_EXPIRED = "approval_expired"
+    AMBIGUOUS_WRITE = "ambiguous_write"
+    DRIFT = "drift"
+    CONTEXT_OVERFLOW = "context_overflow"
+    MODEL_REFUSED = "model_refused"
+    MODEL_AUTH = "model_auth"
+    SELF_CHECK = "self_check"
+    INCOMPLETE_STEP = "incomplete_step"
+    TIMER_WAIT = "timer_wait"
+
+
+# Engine error category (runs.engine.policy / ledger.errors) -> failure class.
+_CATEGORY = {
+    "invalid_output": FailureClass.INVALID_OUTPUT, "invalid_arguments": FailureClass.INVALID_OUTPUT,
+    "loop": FailureClass.LOOP, "stall": FailureClass.STALL, "turn_limit": FailureClass.TURN_LIMIT,
+    "permission": FailureClass.PERMISSION, "auth_error": FailureClass.MODEL_AUTH,
+    "not_found": FailureClass.NOT_FOUND, "business_rejection": FailureClass.BUSINESS_REJECTION,
+    "permanent": FailureClass.PERMANENT, "tool_error": FailureClass.PERMANENT,
+    "rate_limited": FailureClass.RATE_LIMIT,
+    "timeout": FailureClass.OUTAGE, "server_error": FailureClass.OUTAGE,
+    "transient": FailureClass.OUTAGE, "circuit_open": FailureClass.OUTAGE,
+    "version_mismatch": FailureClass.VERSION_GONE, "budget": FailureClass.BUDGET,
+    "recovery_limit": FailureClass.RECOVERY_LIMIT,
+    "approval_expired": FailureClass.APPROVAL_EXPIRED,
+    "ambiguous_write": FailureClass.AMBIGUOUS_WRITE, "drift": FailureClass.DRIFT,
+    "context_overflow": FailureClass.CONTEXT_OVERFLOW,
+    "invalid_request": FailureClass.MODEL_REFUSED,
+    "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
+    "timer": FailureClass.TIMER_WAIT,
+}
+
+
+def failure_class(category: str) -> FailureClass:
+    """Return the failure class of an engine error category (unclassified: permanent)."""
+    return _CATEGORY.get(category, FailureClass.PERMANENT)
+
+
+@dataclass(frozen=True)
+class Row:
+    """The starting point for one failure class."""
+
+    action: str
+    alternatives: tuple[str, ...]
+    why: str
+    deterministic: bool = True  # the same inputs fail the same way again
+    retry_means: str = "runs the failed step again"
+    retry_can_help: bool = True  # a retry (after a fix, or with fresh guards) may get further
+
+
+F = FailureClass
+TABLE: dict[FailureClass, Row] = {
+    F.INVALID_OUTPUT: Row("retry", ("terminate",),
+                          "the model kept answering in a form we cannot use (broken tool "
+                          "arguments or a cut-off reply); nothing was called",
+                          retry_means="asks the model again with a fresh repair budget"),
+    F.LOOP: Row("skip", ("retry", "terminate"),
+                "the agent asked for the same call again and again without progress",
+                retry_means="asks the model again with fresh loop guards"),
+    F.STALL: Row("skip", ("retry", "terminate"),
+                 "several rounds went by without new facts",
+                 retry_means="asks the model again with fresh guards"),
+    F.TURN_LIMIT: Row("skip", ("retry", "terminate"),
+                      "the step used every model turn its agent allows without finishing",
+                      retry_means="gives the step a fresh allowance of model turns"),
+    F.PERMISSION: Row("skip", ("retry", "terminate"),
+                      "the tool's account lacks permission; the same call is refused until "
+                      "someone grants it"),
+    F.NOT_FOUND: Row("skip", ("retry", "terminate"),
+                     "the tool says what it was asked for does not exist", retry_can_help=False),
+    F.BUSINESS_REJECTION: Row("skip", ("terminate", "retry"),
+                              "the tool refused the request on business grounds; the same "
+                              "request gets the same answer", retry_can_help=False),
+    F.PERMANENT: Row("skip", ("terminate", "retry"),
+                     "the tool failed for good; retrying gives the same answer", retry_can_help=False),
+    F.RATE_LIMIT: Row("retry", ("skip", "terminate"),
+                      "the backend kept rate-limiting past the retries; limits reset with time",
+                      deterministic=False),
+    F.OUTAGE: Row("retry", ("skip", "terminate"),
+                  "the backend was down or timed out past the retries; outages pass",
+                  deterministic=False),
+    F.VERSION_GONE: Row("fork_deployed", ("terminate",),
+                        "the agent version this run is pinned to is no longer deployed; "
+                        "retrying blocks again"),
+    F.BUDGET: Row("raise_budget", ("terminate",), "the run used its whole budget"),
+    F.RECOVERY_LIMIT: Row("retry", ("terminate",),
+                          "workers died on this run too often; check the workers' logs first",
+                          deterministic=False, retry_means="resumes from the last checkpoint"),
+    F.APPROVAL_EXPIRED: Row("retry", ("terminate", "skip"),
+                            "nobody decided the approval in time",
+                            retry_means="asks for the approval again"),
+    F.AMBIGUOUS_WRITE: Row("confirm_executed", ("confirm_not_executed", "terminate"),
+                           "a write may or may not have happened; only a person can tell"),
+    F.DRIFT: Row("terminate", ("retry", "skip"), "the next action does not serve the goal"),
+    F.CONTEXT_OVERFLOW: Row("skip", ("terminate",),
+                            "the step does not fit the model's window even after compaction"),
+    F.MODEL_REFUSED: Row("terminate", ("retry", "skip"),
+                         "the model provider refused the request as malformed"),
+    F.MODEL_AUTH: Row("retry", ("terminate",),
+                      "the model provider refused our credentials; fix them, then retry",
+                      retry_means="calls the model again"),
+    F.SELF_CHECK: Row("terminate", ("retry",), "the restored state failed its self-check",
+                      retry_can_help=False),
+    F.INCOMPLETE_STEP: Row("retry", ("finish_partial", "terminate", "skip"),
+                           "the step ended without what completes it",
+                           retry_means="asks the model again to finish the step"),
+    F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
+                      deterministic=False),
+}

@@ -1,0 +1,84 @@
+"""The explicit inputs of a recommendation, and how they are read from a real run.
+
+``Situation`` is plain data so the decision (``decide.py``) is a pure function that property
+tests can drive over every cell; ``situation_read`` fills it from the run's state, ledger and
+events — never from an empty state.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from approvals.recommend.classes import FailureClass, failure_class
+
+WRITE_EFFECTS = ("idempotent", "reversible", "manual", "irreversible")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What is known about an ambiguous write: the probe's answer and the attempt's timing."""
+
+    probe: str = "none"  # none | unreachable | not_found_early
+    cause: str = ""  # timeout | worker_lost | transient (what made it ambiguous)
+    elapsed_ms: int | None = None  # how long the attempt ran before it failed
+    timeout_s: float | None = None  # the tool's declared timeout
+    executed_before: int = 0  # this tool's earlier unknown calls people confirmed executed
+    not_executed_before: int = 0  # ... and confirmed not executed
+    reconfirmed: int = 0  # this call was confirmed "not executed" before and went unknown again
+
+
+@dataclass(frozen=True)
+class Situation:
+    """Everything the recommendation weighs, named."""
+
+    failure: FailureClass
+    status: str = "blocked"  # blocked | unknown | waiting
+    tool: str = ""
+    effect: str = ""  # read | idempotent | reversible | manual | irreversible | "" (no tool)
+    done: int = 0
+    total: int = 0
+    compensable_done: int = 0  # writes made so far that a rollback can undo
+    step_writes_done: tuple[str, ...] = ()  # writes that succeeded in the blocked step
+    writes_ahead: tuple[str, ...] = ()  # "step: tool (effect)" the next steps are known to make
+    operator_retries: int = 0  # times a person already retried this step
+    deployed_version: str = ""  # for version_gone: the version a fork would run on
+    evidence: Evidence = field(default_factory=Evidence)
+    wait_until: dt.datetime | None = None
+    wait_reason: str = ""
+
+    @property
+    def progress(self) -> float:
+        """Return the share of planned steps done."""
+        return self.done / self.total if self.total else 0.0
+
+    @property
+    def is_write(self) -> bool:
+        """Return True when the failing call changes the outside world."""
+        return self.effect in WRITE_EFFECTS
+
+
+def situation_read(*, run: Any, state: dict[str, Any], category: str, tool: str = "",
+                   tool_call_id: str = "", hint: dict[str, Any] | None = None) -> Situation:
+    """Return the Situation of ``run`` stopped by ``category`` (state: its current state)."""
+    from approvals.recommend import reading as r
+
+    specs = r.tool_specs(run)
+    step = state.get("current_step") or ""
+    done, total = r.progress(run, state)
+    spec = specs.get(tool) if tool else None
+    call = r.ledger_call(run, tool_call_id)
+    effect = spec.effect_class if spec is not None else (r.call_effect(call) if call else "")
+    wait = run.wait_data or {} if getattr(run, "wait_kind", "") == "timer" else {}
+    return Situation(
+        failure=failure_class(category), status=run.status, tool=tool, effect=effect,
+        done=done, total=total, compensable_done=r.compensable_done(run, specs),
+        step_writes_done=r.step_writes_done(run, step),
+        writes_ahead=r.writes_ahead(run, state, step, specs),
+        operator_retries=r.operator_retries(run, step),
+        deployed_version=r.deployed_version(run) if category == "version_mismatch" else "",
+        evidence=(r.evidence(run, call, spec, hint) if category == "ambiguous_write"
+                  else Evidence()),
+        wait_until=getattr(run, "wait_until", None) if wait else None,
+        wait_reason=str(wait.get("reason", "")) if wait else "",
+    )

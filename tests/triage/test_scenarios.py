@@ -1,0 +1,33 @@
+"""Every labelled scenario, produced through the engine, gets the recommendation of its label."""
+from __future__ import annotations
+
+import pytest
+
+from tests.triage import scenarios_blocked, scenarios_other  # noqa: F401 - register them
+from tests.triage.scenarios import SCENARIOS
+from tests.triage.world import world
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _clean_world(engine):
+    """A clean fault-injecting world for each scenario (engine settings: in-process ticks)."""
+    world.reset()
+    yield
+    world.reset()
+
+
+def test_there_are_at_least_thirty_scenarios():
+    assert len(SCENARIOS) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario(name):
+    build, label = SCENARIOS[name]
+    run = build()
+    run.refresh_from_db()
+    got = (run.status, run.recommended_action, tuple(run.recommended_alternatives))
+    assert got == (label.status, label.action, label.alternatives), run.recommendation_why
+    for words in label.why:
+        assert words in run.recommendation_why, run.recommendation_why
