@@ -247,8 +247,8 @@ def _step_outcome(state: State, e: Event, call: dict[str, Any], d: dict[str, Any
     if step is not None and status in ("succeeded", "confirmed_executed"):
         if call["name"] not in step.setdefault("tools_ok", []):
             step["tools_ok"].append(call["name"])
-        keys = step.setdefault("fact_keys", [])
-        keys.extend(k for k in (d.get("facts") or {}) if k not in keys)
+        # Sorted: PostgreSQL's jsonb reorders keys, and replay must equal the live state.
+        step["fact_keys"] = sorted({*step.get("fact_keys", ()), *(d.get("facts") or {})})
     if status == "rejected":
         error = d.get("error") or {}
         if step is not None:

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runs.statuses import TERMINAL
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow,
-              pytest.mark.django_db(transaction=True, serialized_rollback=True),
+              pytest.mark.django_db(transaction=True),
               pytest.mark.urls("tests.health_urls")]
 
 

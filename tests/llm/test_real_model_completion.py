@@ -1,17 +1,17 @@
 """A real model (Gemma 3 270M, llama.cpp) that never calls the step's required tool does not
 end the run clean: it is told what is missing, asked again, then the run blocks.
 
-The step forces ``get_order`` on its first turn (the only way this small model emits a tool
-call) and offers no tools after that, so ``issue_refund`` — the tool the step declares it
-needs — is never called, whatever the model writes.
+The step offers only ``get_order`` (``StepSpec.tools``); with ``tool_choice="required"`` the
+first turn forces it (the only way this small model emits a tool call) and later turns offer no
+tools, so ``issue_refund`` — the tool the step declares it needs — is never called, whatever
+the model writes. The agent has no ``model=``: it gets the real model from settings.
 """
 from __future__ import annotations
 
 import pytest
 
 from agentops.agents import Agent, StepSpec, registry
-from agentops.demo import scripts, tools
-from agentops.demo.agents import model_factory
+from agentops.demo import tools
 from ledger.models import ToolCall
 from runs.models import Event
 from runs.services import run_start
@@ -29,13 +29,13 @@ def talker(engine, settings, llama_server):
     settings.AGENTOPS_MODEL_NAME = "gemma-3-270m"
     settings.AGENTOPS_MODEL_TIMEOUT_S = 120
     settings.AGENTOPS_MODEL_CONTEXT_WINDOW = N_CTX
+    settings.AGENTOPS_MODEL_TOOL_CHOICE = "required"
     return registry.register(Agent(
         name="real-refund-talker", version="1",
         system_prompt="You refund orders. Say what you did.",
         tools=[tools.get_order, tools.issue_refund],
-        plan=[StepSpec("refund", title="Refund the customer",
+        plan=[StepSpec("refund", title="Refund the customer", tools=("get_order",),
                        requires_tools=("issue_refund",))],
-        model=model_factory(scripts.support_returns, {"refund": "get_order"}),
         max_turns_per_step=4))
 
 
