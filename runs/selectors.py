@@ -6,6 +6,7 @@ and millions of events; nothing here counts or loads a run's whole event log.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,14 @@ from runs.statuses import ATTENTION, RunStatus, WaitKind
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
-TABS = ("waiting", "blocked", "unknown", "approvals", "running", "exceptions", "all")
+TABS = ("waiting", "blocked", "unknown", "approvals", "running", "succeeded", "exceptions",
+        "failed", "cancelled", "all")
+# Tabs of finished runs: one per terminal status (runs/statuses.py TERMINAL).
+FINISHED_TABS = {"succeeded": RunStatus.SUCCEEDED,
+                 "exceptions": RunStatus.COMPLETED_WITH_EXCEPTIONS,
+                 "failed": RunStatus.FAILED, "cancelled": RunStatus.CANCELLED}
+# A run id prefix as the table shows it (8 hex digits), or longer, dashes allowed.
+_ID_PREFIX = re.compile(r"^[0-9a-fA-F][0-9a-fA-F-]{3,35}$")
 AGES = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1),
         "1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7)}
 # Attention tabs show the longest-stuck first (most urgent); activity tabs the newest first.
@@ -63,7 +71,7 @@ def _tab_q(tab: str) -> Q:
         "unknown": Q(status=RunStatus.UNKNOWN),
         "approvals": attention_wait & Q(wait_kind=WaitKind.APPROVAL),
         "running": Q(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]),
-        "exceptions": Q(status=RunStatus.COMPLETED_WITH_EXCEPTIONS),
+        **{tab: Q(status=status) for tab, status in FINISHED_TABS.items()},
         "all": Q(),
     }.get(tab, Q(status__in=list(ATTENTION)))
 
@@ -86,8 +94,16 @@ def run_filter(*, tab: str, filters: QueueFilters) -> QuerySet[Run]:
     if filters.q:
         text = filters.q.strip()
         run_id = parse_run_id(text)
-        qs = qs.filter(pk=run_id) if run_id else qs.filter(goal__icontains=text)
+        qs = qs.filter(pk=run_id) if run_id else qs.filter(_text_q(text))
     return qs
+
+
+def _text_q(text: str) -> Q:
+    """Match the goal, or a run id starting with ``text`` (the table's 8-character id)."""
+    found = Q(goal__icontains=text)
+    if _ID_PREFIX.match(text):
+        found |= Q(pk__istartswith=text.lower())
+    return found
 
 
 def parse_run_id(text: str) -> uuid.UUID | None:
@@ -150,7 +166,8 @@ def run_counts_by_tab() -> dict[str, int]:
         else:
             counts[status] += n
     counts["running"] = run_count_capped(Run.objects.filter(_tab_q("running")))
-    counts["exceptions"] = run_count_capped(Run.objects.filter(_tab_q("exceptions")))
+    for tab in FINISHED_TABS:
+        counts[tab] = run_count_capped(Run.objects.filter(_tab_q(tab)))
     counts["all"] = run_count_capped(Run.objects.all())
     return counts
 

