@@ -213,6 +213,12 @@ def run_get_detail(*, run_id: Any) -> RunDetail:
     return RunDetail(run=run, tool_call=tool_call, approval=approval, steps=steps)
 
 
+def run_children(*, run: Run, limit: int = 50) -> list[Run]:
+    """Return the runs ``run`` started (its child runs), oldest first."""
+    return list(Run.objects.filter(parent_id=run.pk).only("id", "status", "goal", "agent_name")
+                .order_by("created_at", "id")[:limit])
+
+
 def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
     """Return what keeps ``run`` from a clean success: final once it ended, else so far."""
     from runs.engine.exceptions import exceptions_resolve

@@ -26,6 +26,22 @@ def age(value: dt.datetime | None) -> str:
     return f"{int(seconds)}s"
 
 
+@register.filter
+def when(value: dt.datetime | None, style: str = "") -> str:
+    """Render ``<time>``: relative text ("3m ago"; ``style="short"`` drops "ago") with the
+    absolute UTC time as its title and machine-readable datetime."""
+    if not value:
+        return ""
+    text = age(value) if style == "short" else f"{age(value)} ago"
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(),
+                       absolute(value), text)
+
+
+def absolute(value: dt.datetime) -> str:
+    """Return ``value`` as an absolute UTC time: 2026-11-30 16:48:10 UTC."""
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def remaining(seconds: float) -> str:
     """Return a time left compactly, as console.js counts it down: 2d 3h, 1h 5m, 13m 48s."""
     s = int(max(seconds, 0))
@@ -45,9 +61,9 @@ def countdown(when: dt.datetime | None, prefix: str = "in", past: str = "now") -
         return ""
     left = (when - clock.now()).total_seconds()
     text = f"{prefix} {remaining(left)}" if left > 0 else past
-    absolute = when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return format_html('<time datetime="{}" data-countdown data-prefix="{}" data-past="{}" '
-                       'title="{}">{}</time>', when.isoformat(), prefix, past, absolute, text)
+                       'title="{}">{}</time>', when.isoformat(), prefix, past, absolute(when),
+                       text)
 
 
 @register.filter

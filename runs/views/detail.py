@@ -86,6 +86,7 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             snapshots=sel.snapshots_for_run(run_id=run_id),
             audit=sel.interventions_for_run(run_id=run_id),
             world=effects_for_run_card(run_id),
+            children=sel.run_children(run=detail.run),
         )
     return page(request, "runs/detail.html", context, partial="live")
 

@@ -2,6 +2,7 @@
 absolute times, human labels, contrast, and the high-risk approval confirmation."""
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -53,3 +54,26 @@ def test_short_run_id_shown_in_the_table_is_searchable(users):
     # Goal text still matches, and a hex-looking word that is no id's prefix finds nothing.
     assert "Refund B" in client.get(reverse("console:queue"),
                                     {"tab": "all", "q": "refund b"}).content.decode()
+
+
+def test_parent_and_child_runs_link_to_each_other(users):
+    parent = make_attention_run(RunStatus.WAITING, goal="Parent job", wait_kind="children")
+    child = make_run(goal="Child job", parent=parent)
+    client = client_for(users["viewer"])
+    parent_html = client.get(reverse("console:run", args=[parent.pk])).content.decode()
+    child_url = reverse("console:run", args=[child.pk])
+    assert re.search(rf'data-children>Child runs: <a class="mono" href="{child_url}"', parent_html)
+    child_html = client.get(child_url).content.decode()
+    parent_url = reverse("console:run", args=[parent.pk])
+    assert f'href="{parent_url}" rel="up"' in child_html
+    assert f"parent {str(parent.pk)[:8]}" in child_html
+
+
+def test_times_carry_the_absolute_time_with_timezone(users):
+    run = make_attention_run(RunStatus.BLOCKED, goal="Old one")
+    stamp = run.updated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    client = client_for(users["viewer"])
+    queue = client.get(reverse("console:queue")).content.decode()
+    assert f'<time datetime="{run.updated_at.isoformat()}" title="{stamp}">10m</time>' in queue
+    detail = client.get(reverse("console:run", args=[run.pk])).content.decode()
+    assert f'title="{stamp}">10m ago</time>' in detail
