@@ -23,6 +23,17 @@ class ExpiryOutcome(models.TextChoices):
     ESCALATE = "escalate"
 
 
+# What the console shows for each value (``{{ a.status|label:"approval" }}``).
+APPROVAL_LABELS: dict[str, str] = {
+    ApprovalStatus.PENDING: "pending", ApprovalStatus.APPROVED: "approved",
+    ApprovalStatus.REJECTED: "rejected", ApprovalStatus.EXPIRED: "expired",
+    ApprovalStatus.STALE: "stale",
+}
+EXPIRY_LABELS: dict[str, str] = {
+    ExpiryOutcome.DENY: "deny", ExpiryOutcome.CANCEL_RUN: "cancel the run",
+    ExpiryOutcome.REREQUEST: "ask again", ExpiryOutcome.ESCALATE: "escalate",
+}
+
 DECIDED = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED})
 APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
     ApprovalStatus.PENDING: frozenset(

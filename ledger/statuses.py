@@ -40,6 +40,14 @@ class Reversibility(models.TextChoices):
 
 
 S = ToolCallStatus
+# What the console shows for each value (``{{ tc.status|label:"call" }}``).
+TOOLCALL_LABELS: dict[str, str] = {
+    S.PENDING: "pending", S.RUNNING: "running", S.SUCCEEDED: "succeeded", S.FAILED: "failed",
+    S.TIMED_OUT: "timed out", S.UNKNOWN: "outcome unknown",
+    S.AWAITING_APPROVAL: "awaiting approval", S.REJECTED: "rejected", S.CANCELLED: "cancelled",
+    S.COMPENSATED: "undone", S.CONFIRMED_EXECUTED: "confirmed: it happened",
+    S.CONFIRMED_NOT_EXECUTED: "confirmed: it did not happen", S.REFUSED: "refused",
+}
 OPEN = frozenset({S.PENDING, S.RUNNING, S.AWAITING_APPROVAL})
 IN_FLIGHT = frozenset({S.PENDING, S.RUNNING})
 DONE_OK = frozenset({S.SUCCEEDED, S.CONFIRMED_EXECUTED})

@@ -60,6 +60,32 @@ class EventType(models.TextChoices):
 
 
 E = EventType
+# What the console shows for each type (``{{ e.type|label:"event" }}``); every type has one
+# (tests/runs/test_console_round2.py checks).
+EVENT_LABELS: dict[str, str] = {
+    E.RUN_CREATED: "Run created", E.RUN_STATUS: "Status changed",
+    E.RUN_RECOVERED: "Recovered after a worker loss", E.RUN_IMPORTED: "Imported",
+    E.RUN_MIGRATED: "Migrated to a new agent version", E.RUN_NOTE: "Note",
+    E.RUN_ROLLED_BACK: "Rolled back", E.RUN_RESUMED: "Resumed",
+    E.RUN_BUDGET_RAISED: "Budget raised", E.RUN_CANCELLED: "Cancelled",
+    E.RUN_COMPLETED: "Completed", E.RUN_FORKED: "Forked",
+    E.RUN_FINISHED_PARTIAL: "Finished with partial results",
+    E.PLAN_ACCEPTED: "Plan accepted", E.STEP_STARTED: "Step started",
+    E.STEP_COMPLETED: "Step completed", E.STEP_FAILED: "Step failed",
+    E.STEP_RETRYING: "Step retrying", E.STEP_SKIPPED: "Step skipped",
+    E.STEP_RESET: "Step reset", E.STEP_INCOMPLETE: "Step not completed",
+    E.MODEL_REQUESTED: "Model asked", E.MODEL_REPLIED: "Model replied",
+    E.MODEL_FAILED: "Model call failed", E.TOOL_STARTED: "Tool call started",
+    E.TOOL_RESULT: "Tool result", E.TOOL_UNKNOWN: "Tool outcome unknown",
+    E.TOOL_ATTEMPT_FAILED: "Tool attempt failed", E.TOOL_LATE_RESULT: "Late tool result",
+    E.TOOL_REOPENED: "Tool call reopened", E.TOOL_CONFIRMED: "Tool outcome confirmed",
+    E.TOOL_COMPENSATED: "Tool call undone", E.TOOL_COMPENSATION_FAILED: "Undo failed",
+    E.WAIT_STARTED: "Wait started", E.WAIT_ENDED: "Wait ended",
+    E.SIGNAL_RECEIVED: "Signal received", E.CONTEXT_COMPACTED: "Context compacted",
+    E.APPROVAL_DECIDED: "Approval decided", E.APPROVAL_EXPIRED: "Approval expired",
+    E.APPROVAL_STALE: "Approval went stale", E.GUARD_DRIFT_SCORED: "Drift scored",
+    E.GUARD_SELF_CHECKED: "Self-check passed", E.GUARD_SELF_CHECK_FAILED: "Self-check failed",
+}
 # Facts for people: the state is already right without them (the change they report comes
 # with a reduced event, e.g. run.cancelled with run.status, tool.compensated with the ledger).
 AUDIT_ONLY = frozenset({

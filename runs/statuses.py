@@ -59,6 +59,39 @@ class StepStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+# A run that stopped on a write whose outcome nobody knows is UNKNOWN with this reason.
+UNKNOWN_OUTCOME = "unknown_outcome"
+
+# What the console shows for each value (``{{ value|label:"run" }}``, runs/templatetags):
+# one table per enum, next to it, so every page says the same words.
+RUN_STATUS_LABELS: dict[str, str] = {
+    RunStatus.QUEUED: "queued", RunStatus.RUNNING: "running", RunStatus.WAITING: "waiting",
+    RunStatus.BLOCKED: "blocked", RunStatus.UNKNOWN: "outcome unknown",
+    RunStatus.SUCCEEDED: "succeeded",
+    RunStatus.COMPLETED_WITH_EXCEPTIONS: "completed with exceptions",
+    RunStatus.FAILED: "failed", RunStatus.CANCELLED: "cancelled",
+}
+REASON_LABELS: dict[str, str] = {
+    BlockReason.RETRY_EXHAUSTED: "Retries used up",
+    BlockReason.PERMANENT_ERROR: "Permanent error",
+    BlockReason.LOOP_DETECTED: "Loop detected",
+    BlockReason.STALLED: "Stalled: no progress",
+    BlockReason.BUDGET_EXHAUSTED: "Budget used up",
+    BlockReason.CIRCUIT_OPEN: "Circuit breaker open",
+    BlockReason.RECOVERY_LIMIT: "Recovered too many times",
+    BlockReason.VERSION_MISMATCH: "Agent version changed",
+    BlockReason.INVALID_OUTPUT: "Invalid model output",
+    BlockReason.DRIFT: "Drifted from the goal",
+    BlockReason.APPROVAL_EXPIRED: "Approval expired",
+    BlockReason.SELF_CHECK_FAILED: "Self-check failed",
+    BlockReason.INCOMPLETE_STEP: "Step not completed",
+    UNKNOWN_OUTCOME: "Outcome of a write unknown",
+}
+WAIT_LABELS: dict[str, str] = {
+    WaitKind.APPROVAL: "an approval", WaitKind.TIMER: "a timer", WaitKind.SIGNAL: "a signal",
+    WaitKind.CHILDREN: "child runs",
+}
+
 TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS,
                       RunStatus.FAILED, RunStatus.CANCELLED})
 # Ended having done its work; only SUCCEEDED did all of it with nothing to report.

@@ -14,7 +14,7 @@ from runs.engine.events import NewEvent
 from runs.engine.policy import backoff_delay
 from runs.engine.session import RunSession
 from runs.event_types import EventType
-from runs.statuses import RunStatus
+from runs.statuses import UNKNOWN_OUTCOME, RunStatus
 
 
 def block(session: RunSession, category: str, detail: str, *,
@@ -49,7 +49,7 @@ def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str
     fields = attention_fields(run=session.run, category="ambiguous_write", detail=detail,
                               state=session.state, tool=tool, tool_call_id=tool_call_id,
                               status=RunStatus.UNKNOWN, evidence=evidence or None)
-    session.commit(events, to=RunStatus.UNKNOWN, reason="unknown_outcome", detail=detail,
+    session.commit(events, to=RunStatus.UNKNOWN, reason=UNKNOWN_OUTCOME, detail=detail,
                    fields=fields, also=also)
     telemetry.run_stopped(session.agent.name, RunStatus.UNKNOWN, "ambiguous_write", detail)
 

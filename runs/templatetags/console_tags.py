@@ -118,3 +118,26 @@ def action_label(verb: str) -> str:
     from approvals.recommend.advice import label_of
 
     return label_of(verb) if verb else ""
+
+
+def _label_tables() -> dict[str, dict[str, str]]:
+    from approvals.actions import ACTIONS
+    from approvals.statuses import APPROVAL_LABELS, EXPIRY_LABELS
+    from ledger.statuses import TOOLCALL_LABELS
+    from runs.event_types import EVENT_LABELS
+    from runs.statuses import REASON_LABELS, RUN_STATUS_LABELS, WAIT_LABELS
+
+    return {"run": RUN_STATUS_LABELS, "reason": REASON_LABELS, "wait": WAIT_LABELS,
+            "event": EVENT_LABELS, "call": TOOLCALL_LABELS, "approval": APPROVAL_LABELS,
+            "expiry": EXPIRY_LABELS, "action": {v: a.label for v, a in ACTIONS.items()}}
+
+
+@register.filter
+def label(value: str | None, kind: str = "run") -> str:
+    """Return the human label of an enum value (``kind``: run, reason, wait, event, call,
+    approval, expiry, action) from the table next to its enum; an undeclared value reads as
+    words (``some_value`` -> "some value") rather than failing the page."""
+    text = str(value or "")
+    table = _label_tables().get(kind or "run", {})
+    return table.get(text) or words(text)
+

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from approvals.actions import BULK_ACTIONS
 from approvals.roles import can_operate
 from runs import selectors as sel
-from runs.statuses import BlockReason
+from runs.statuses import REASON_LABELS
 from runs.views import _dispatch
 from runs.views._common import page, role_required
 
@@ -37,7 +37,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {
         "tab": tab, "tabs": TAB_LABELS, "filters": filters, "grouped": grouped,
         "counts": sel.run_counts_by_tab(), "agents": sel.run_agent_names(),
-        "reasons": BlockReason.choices, "ages": list(sel.AGES),
+        "reasons": list(REASON_LABELS.items()), "ages": list(sel.AGES),
         "filter_params": filters.as_params(),
     }
     if grouped:

@@ -77,3 +77,27 @@ def test_times_carry_the_absolute_time_with_timezone(users):
     assert f'<time datetime="{run.updated_at.isoformat()}" title="{stamp}">10m</time>' in queue
     detail = client.get(reverse("console:run", args=[run.pk])).content.decode()
     assert f'title="{stamp}">10m ago</time>' in detail
+
+
+def test_raw_names_show_as_labels_from_the_tables_beside_the_enums(users):
+    from runs.event_types import EVENT_LABELS, EventType
+    from runs.statuses import REASON_LABELS, BlockReason
+
+    assert set(EVENT_LABELS) == set(EventType.values)
+    assert set(BlockReason.values) <= set(REASON_LABELS)
+    unknown = make_attention_run(RunStatus.UNKNOWN, goal="Email maybe sent",
+                                 attention_reason="unknown_outcome")
+    blocked = make_attention_run(RunStatus.BLOCKED, goal="Over budget",
+                                 reason="budget_exhausted", recommended="raise_budget")
+    client = client_for(users["viewer"])
+    queue = client.get(reverse("console:queue"), {"tab": "all"}).content.decode()
+    assert ">Outcome of a write unknown</span>" in queue
+    assert ">Budget used up</span>" in queue
+    assert ">Raise budget</span>" in queue
+    assert ">unknown_outcome<" not in queue and ">raise_budget<" not in queue
+    page = client.get(reverse("console:run", args=[unknown.pk])).content.decode()
+    assert '<span class="pill pill-unknown">outcome unknown</span>' in page
+    assert ">Run created</td>" in page and ">run.created<" not in page
+    assert '<option value="tool.unknown" >Tool outcome unknown</option>' in page
+    blocked_page = client.get(reverse("console:run", args=[blocked.pk])).content.decode()
+    assert '<strong class="rec">' in blocked_page and ">raise_budget<" not in blocked_page
