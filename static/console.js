@@ -67,11 +67,15 @@
   function decide(kind, e) {
     if (body.getAttribute("data-page") !== "inbox") { return; }
     var row = currentRow();
-    if (!row) { focusRow(0); row = currentRow(); }
-    if (!row) { return; }
     e.preventDefault();
+    // Nothing is selected until the operator picks a card (j/k or a click): a keypress on
+    // a fresh page only selects the first card, it never decides it.
+    if (!row) { focusRow(0); return; }
     if (kind === "approve") {
       var form = row.querySelector("form[data-approve]");
+      var confirm = form && form.querySelector("[data-confirm]");
+      // A high-risk call: the amount or the word is typed first (the server checks it too).
+      if (confirm && !confirm.value) { confirm.focus(); return; }
       if (form) { form.requestSubmit(); }
       return;
     }
@@ -268,8 +272,6 @@
     if (focus) {
       var all = rows();
       for (var i = 0; i < all.length; i++) { if (all[i].getAttribute("data-id") === focus) { focusRow(i); break; } }
-    } else if (body.getAttribute("data-page") === "inbox") {
-      focusRow(0);
     }
     if (body.getAttribute("data-ws")) { connect(body.getAttribute("data-ws"), 0); }
   });

@@ -11,6 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from approvals.confirmation import (approval_needs_confirmation, confirmation_error,
+                                    confirmation_prompt)
 from approvals.forms import EditArgsForm, RejectForm, args_diff
 from approvals.roles import can_decide_approvals
 from approvals.selectors import approval_get, approval_list_decided, approval_list_pending
@@ -24,7 +26,9 @@ def _pretty(value: Any) -> str:
 
 
 def _items(approvals: list) -> list[dict[str, Any]]:
-    return [{"a": a, "args_json": _pretty(a.proposed_args)} for a in approvals]
+    return [{"a": a, "args_json": _pretty(a.proposed_args),
+             "confirm": confirmation_prompt(a) if approval_needs_confirmation(a) else ""}
+            for a in approvals]
 
 
 @require_GET
@@ -64,6 +68,10 @@ def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpRe
 
 
 def _decision_params(request: HttpRequest, verb: str, approval) -> tuple[dict, str]:
+    if verb != "reject":
+        refused = confirmation_error(approval, request.POST.get("confirm", ""))
+        if refused:
+            return {}, refused
     if verb == "reject":
         form = RejectForm(request.POST)
         if not form.is_valid():

@@ -82,6 +82,8 @@ def test_support_approves_edited_arguments(engine, new_page, live_server, people
     # The edit is checked against the tool's schema: amount must be at least 1.
     card.locator("details.edit summary").click()
     card.locator("textarea[name=args]").fill(json.dumps({"to": "bob", "amount": 0}))
+    # A payment is high-risk: the approval is confirmed by typing the word (issue 21).
+    card.locator("details.edit input[name=confirm]").fill("approve")
     card.locator("button:has-text('Approve edited')").click()
     page.locator(".flash .msg-error").wait_for()
     assert "amount" in page.locator(".flash").inner_text()
@@ -95,6 +97,7 @@ def test_support_approves_edited_arguments(engine, new_page, live_server, people
     assert "500" in card.locator(".diff-table").inner_text()
     card.locator("details.edit input[name=reason]").fill("the invoice says 50, not 500")
     shot(page, "inbox_edit_args")
+    card.locator("details.edit input[name=confirm]").fill("approve")
     card.locator("button:has-text('Approve edited')").click()
 
     page.locator(".flash .msg-success").wait_for()
