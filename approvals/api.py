@@ -7,6 +7,7 @@ from ninja import Path, Query, Router, Status
 from agentops import api_auth
 from approvals import api_selectors as sel
 from approvals.actions import APPROVAL_ACTIONS
+from approvals.confirmation import confirmation_check
 from approvals.apikeys import apikey_create, apikey_list, apikey_revoke
 from approvals.schemas import (
     ApiKeyCreatedOut,
@@ -50,6 +51,8 @@ def decide_approval(request: HttpRequest, body: DecisionIn,
     """Approve, reject (reason required) or approve with edited ``args``."""
     api_auth.viewer(request)  # the action checks the support/admin role itself
     approval = sel.approval_get(approval_id=approval_id)
+    if approval is not None and body.decision != "reject":
+        confirmation_check(approval, body.confirm)
     params = {"args": body.args} if body.decision == "edit" else {}
     APPROVAL_ACTIONS[_VERBS[body.decision]].execute(request.auth, approval, body.reason,
                                                     **params)

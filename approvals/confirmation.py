@@ -65,6 +65,15 @@ def confirmation_error(approval: Any, typed: str) -> str:
     return f"“{text[:40]}” does not confirm {approval.tool}: type {what}. Nothing was decided."
 
 
+def confirmation_check(approval: Any, typed: str) -> None:
+    """Raise ConfirmationRequired (422) unless ``typed`` confirms ``approval``."""
+    from approvals.errors import ConfirmationRequired
+
+    error = confirmation_error(approval, typed)
+    if error:
+        raise ConfirmationRequired(error, approval=approval.pk)
+
+
 def _number(text: str) -> Decimal | None:
     cleaned = re.sub(r"[^\d.\-]", "", str(text).replace(",", ""))
     try:

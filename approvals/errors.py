@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 
-from agentops.errors import AgentOpsError, Conflict, NotFound
+from agentops.errors import AgentOpsError, Conflict, InvalidInput, NotFound
 
 
 class ApprovalError(AgentOpsError):
@@ -55,3 +55,11 @@ class UnknownAction(NotFound, ApprovalError):
     """No operator action has this verb; the message lists the known ones."""
 
     code = "unknown_action"
+
+
+class ConfirmationRequired(InvalidInput, ApprovalError):
+    """A high-risk approval was approved without typing its amount or the word; nothing
+    was decided."""
+
+    code = "confirmation_required"
+

@@ -64,6 +64,9 @@ class DecisionIn(StrictIn):
     decision: Literal["approve", "reject", "edit"]
     reason: str = Field("", max_length=2000)
     args: dict[str, Any] | None = Field(None, description="the edited arguments (edit only)")
+    confirm: str = Field("", max_length=100, description=(
+        "a high-risk approval (risk high/critical, an irreversible or money-moving write) is "
+        "approved only with its amount or the word \"approve\" here"))
 
 
 class ApiKeyIn(StrictIn):

@@ -61,3 +61,19 @@ def test_only_support_and_admins_decide(operator, viewer):
     assert_error(operator.post_json(url, {"decision": "maybe"}), 422)
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+def test_a_high_risk_approval_needs_its_amount_or_the_word(support):
+    approval = _waiting_approval()
+    call = approval.tool_call
+    call.effect, call.args = "write", {"order": "A-2002", "amount": 250, "currency": "EUR"}
+    call.save(update_fields=["effect", "args"])
+    Approval.objects.filter(pk=approval.pk).update(proposed_args=call.args)
+    url = f"/api/approvals/{approval.pk}/decide"
+    error = assert_error(support.post_json(url, {"decision": "approve"}), 422)
+    assert error["code"] == "confirmation_required" and "(250)" in error["message"]
+    assert_error(support.post_json(url, {"decision": "approve", "confirm": "25"}), 422)
+    approval.refresh_from_db()
+    assert approval.status == "pending" and not Intervention.objects.exists()
+    response = support.post_json(url, {"decision": "approve", "confirm": "250"})
+    assert response.status_code == 200 and response.json()["status"] == "approved"
