@@ -121,7 +121,6 @@ def action_label(verb: str) -> str:
 
 
 def _label_tables() -> dict[str, dict[str, str]]:
-    from approvals.actions import ACTIONS
     from approvals.statuses import APPROVAL_LABELS, EXPIRY_LABELS
     from ledger.statuses import TOOLCALL_LABELS
     from runs.event_types import EVENT_LABELS
@@ -129,13 +128,13 @@ def _label_tables() -> dict[str, dict[str, str]]:
 
     return {"run": RUN_STATUS_LABELS, "reason": REASON_LABELS, "wait": WAIT_LABELS,
             "event": EVENT_LABELS, "call": TOOLCALL_LABELS, "approval": APPROVAL_LABELS,
-            "expiry": EXPIRY_LABELS, "action": {v: a.label for v, a in ACTIONS.items()}}
+            "expiry": EXPIRY_LABELS}
 
 
 @register.filter
 def label(value: str | None, kind: str = "run") -> str:
     """Return the human label of an enum value (``kind``: run, reason, wait, event, call,
-    approval, expiry, action) from the table next to its enum; an undeclared value reads as
+    approval, expiry; action verbs use ``action_label``) from the table next to its enum; an undeclared value reads as
     words (``some_value`` -> "some value") rather than failing the page."""
     text = str(value or "")
     table = _label_tables().get(kind or "run", {})
