@@ -213,6 +213,14 @@ def run_get_detail(*, run_id: Any) -> RunDetail:
     return RunDetail(run=run, tool_call=tool_call, approval=approval, steps=steps)
 
 
+def tool_breaker_closes_at(*, tool: str) -> dt.datetime | None:
+    """Return when ``tool``'s open circuit breaker lets calls through again, or None."""
+    from ledger.models import ToolLimit
+    from ledger.services.limits import breaker_closes_at
+
+    return breaker_closes_at(ToolLimit.objects.filter(tool=tool).first()) if tool else None
+
+
 def run_children(*, run: Run, limit: int = 50) -> list[Run]:
     """Return the runs ``run`` started (its child runs), oldest first."""
     return list(Run.objects.filter(parent_id=run.pk).only("id", "status", "goal", "agent_name")

@@ -19,12 +19,17 @@ def limits_load() -> dict[str, ToolLimit]:
     return {t.tool: t for t in ToolLimit.objects.all()}
 
 
+def breaker_closes_at(limit: ToolLimit | None) -> dt.datetime | None:
+    """Return when an open breaker lets a call through again (None when it is not open)."""
+    if limit is None or limit.breaker_opened_at is None:
+        return None
+    until = limit.breaker_opened_at + dt.timedelta(seconds=limit.breaker_cooldown_s)
+    return until if clock.now() < until else None
+
+
 def breaker_open(limits: dict[str, ToolLimit], tool: str) -> bool:
     """Return True while ``tool``'s breaker is open (half-open once its cooldown passed)."""
-    limit = limits.get(tool)
-    if limit is None or limit.breaker_opened_at is None:
-        return False
-    return clock.now() < limit.breaker_opened_at + dt.timedelta(seconds=limit.breaker_cooldown_s)
+    return breaker_closes_at(limits.get(tool)) is not None
 
 
 def breaker_writes(limits: dict[str, ToolLimit],

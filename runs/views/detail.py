@@ -69,7 +69,9 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
                   else sel.run_exceptions(run=run))
     return {"d": detail, "run": run, "actions": actions_for(run, request.user),
             "advice": advice_for(run=run, user=request.user), "meters": budget_meters(run),
-            "timeline": timeline(detail.steps), "exceptions": exceptions}
+            "timeline": timeline(detail.steps), "exceptions": exceptions,
+            "breaker_until": sel.tool_breaker_closes_at(
+                tool=detail.tool_call.tool if detail.tool_call else "")}
 
 
 @require_GET

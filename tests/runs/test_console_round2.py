@@ -101,3 +101,22 @@ def test_raw_names_show_as_labels_from_the_tables_beside_the_enums(users):
     assert '<option value="tool.unknown" >Tool outcome unknown</option>' in page
     blocked_page = client.get(reverse("console:run", args=[blocked.pk])).content.decode()
     assert '<strong class="rec">' in blocked_page and ">raise_budget<" not in blocked_page
+
+
+def test_an_open_circuit_breaker_shows_when_it_lets_calls_through(users):
+    from agentops import clock
+    from ledger.models import ToolLimit
+
+    run = make_attention_run(RunStatus.BLOCKED, reason="circuit_open", tool="charge_card")
+    opened = clock.now() - dt.timedelta(seconds=10)
+    ToolLimit.objects.create(tool="charge_card", breaker_opened_at=opened, breaker_cooldown_s=60)
+    client = client_for(users["viewer"])
+    html = client.get(reverse("console:run", args=[run.pk])).content.decode()
+    until = (opened + dt.timedelta(seconds=60)).astimezone(dt.UTC)
+    assert "open for charge_card: calls allowed again" in html
+    assert re.search(rf'title="{until.strftime("%Y-%m-%d %H:%M:%S UTC")}">in 0m (49|50)s</time>',
+                     html)
+    ToolLimit.objects.filter(tool="charge_card").update(
+        breaker_opened_at=clock.now() - dt.timedelta(seconds=61))
+    assert "data-breaker" not in client.get(
+        reverse("console:run", args=[run.pk])).content.decode()
