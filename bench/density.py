@@ -55,6 +55,19 @@ def _worker(model_url: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _wait_up(pgid: int, timeout_s: float = 60.0) -> None:
+    """Wait until the host runs all its processes (parent, sentinel, pusher, monitor, q2
+    workers), then let them settle: the idle RSS is measured after."""
+    from django.conf import settings
+
+    deadline = time.monotonic() + timeout_s
+    while len(_group(pgid)) < 4 + settings.Q_CLUSTER["workers"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker host did not come up")
+        time.sleep(0.5)
+    time.sleep(3)
+
+
 def _group(pgid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]
@@ -94,6 +107,16 @@ def _sessions(pids: list[int]) -> int:
         return cur.fetchone()[0]
 
 
+def _clean() -> None:
+    """Drop what an earlier (interrupted) bench left: unfinished runs and queued ticks."""
+    from django_q.models import OrmQ
+
+    from runs.models import Run
+
+    OrmQ.objects.all().delete()
+    Run.objects.filter(status__in=("queued", "running", "waiting")).delete()
+
+
 def _create_runs() -> list:
     """Create the runs (queued, ticks not yet enqueued) and return their ids."""
     from django.conf import settings
@@ -101,7 +124,8 @@ def _create_runs() -> list:
     from runs.services import run_start
 
     settings.AGENTOPS_ENQUEUE_TICKS = False
-    ids = [run_start(agent="bench-remote", goal=f"density {i}", input={}).pk
+    tag = os.urandom(4).hex()  # the model server counts calls per goal
+    ids = [run_start(agent="bench-remote", goal=f"density {tag} {i}", input={}).pk
            for i in range(RUNS)]
     settings.AGENTOPS_ENQUEUE_TICKS = True
     return ids
@@ -161,11 +185,12 @@ def main() -> None:
     django_boot()
     from django.db import connection
 
+    _clean()
     floor = commit_floor(conninfo=bench_url())
     server, url = _model_server()
     host = _worker(url)
     try:
-        time.sleep(4)
+        _wait_up(host.pid)
         idle_mb = _rss_mb(_group(host.pid))
         log(f"worker host up, {idle_mb:.0f} MB idle; creating {RUNS} runs")
         ids = _create_runs()

@@ -1,8 +1,9 @@
 """A local model server speaking OpenAI chat completions that sleeps L seconds per call.
 
 Run it as its own process (``python -m bench.model_server --delay 1 --steps 3 --port 0``):
-it prints its port on stdout. Each reply asks for the ``noop`` tool until the request holds
-``steps`` tool results, then answers "done" (a plan request gets a one-step plan). The
+it prints its port on stdout. Each conversation (told apart by its first user message, the
+run's goal) gets ``steps`` replies asking for the ``noop`` tool, then "done" (a plan request
+gets a one-step plan). It counts calls itself: the engine's context shows only recent turns. The
 engine talks to it through the real ``openai`` client (agentops.llm.openai_compat).
 """
 from __future__ import annotations
@@ -10,15 +11,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+_CALLS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
 def reply_for(request: dict[str, Any], steps: int) -> dict[str, Any]:
     """Return the chat.completion body answering ``request``."""
     names = {t.get("function", {}).get("name") for t in request.get("tools") or ()}
-    done = sum(1 for m in request.get("messages", ()) if m.get("role") == "tool")
+    goal = next((str(m.get("content")) for m in request.get("messages", ())
+                 if m.get("role") == "user"), "")
+    with _LOCK:
+        done = _CALLS.get(goal, 0)
+        _CALLS[goal] = done + 1
     if "propose_plan" in names:
         call = ("propose_plan", {"steps": [{"key": "s", "title": "s", "depends_on": []}]})
     elif done < steps and "noop" in names:

@@ -25,6 +25,7 @@ from django.db import connection
 log = logging.getLogger("agentops.slots")
 _lock = threading.Lock()
 _state: dict[str, Any] = {"slots": None, "in_flight": 0, "pooled": False}
+_draining = threading.Event()
 
 
 def runs_in_flight_limit() -> int:
@@ -45,6 +46,9 @@ def slot_submit(run_id: str, body: Callable[[str], object]) -> bool:
         if _state["slots"] is None:
             _state["slots"] = threading.BoundedSemaphore(limit)
             pool_enable()
+            # Runs at interpreter exit (a stopped or recycled q2 process) before the slot
+            # threads are joined: every slot ends its slice at its next unit and re-enqueues.
+            threading._register_atexit(_draining.set)  # type: ignore[attr-defined]
         slots = _state["slots"]
     slots.acquire()  # back-pressure: q2 fetches nothing more while this blocks
     with _lock:
@@ -65,6 +69,21 @@ def _slot(slots: threading.BoundedSemaphore, run_id: str, body: Callable[[str], 
         with _lock:
             _state["in_flight"] -= 1
         slots.release()
+
+
+def slots_free() -> bool:
+    """Return True when this process runs slots and has one free (and is not stopping).
+
+    A process with a free slot keeps taking ticks from q2, so nothing queued waits on it:
+    its runs may go on past their slice and need not yield to recovered runs.
+    """
+    return (_state["slots"] is not None and not _draining.is_set()
+            and _state["in_flight"] < runs_in_flight_limit())
+
+
+def draining() -> bool:
+    """Return True once this process is stopping: slots end their slices now."""
+    return _draining.is_set()
 
 
 def in_flight() -> int:
