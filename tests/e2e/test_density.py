@@ -135,3 +135,37 @@ def test_leases_of_runs_waiting_on_their_model_are_renewed_together(settings, tm
     assert not recovered, (recovered[:3], (tmp_path / "renew-1.log").read_text()[-3000:])
     assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"succeeded"}
     assert shared >= 10, f"at most {shared} runs shared one renewal"
+
+
+def test_a_full_process_pushes_back_and_its_runs_take_turns(settings, tmp_path):
+    """5 slots, 15 runs that each call a 0.7 s model 5 times: never more than 5 run at once
+    (the q2 task blocks while the slots are full, so q2 takes nothing more), the runs take
+    turns by their slices (2 s) and all finish."""
+    import bench.agents  # noqa: F401
+    from runs.services import run_start
+
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    proc, url = _model_server(0.7, 4)
+    worker = Worker("full", tmp_path, env={
+        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_RUNS_IN_FLIGHT": "5", "AGENTOPS_TICK_SLICE_S": "2"})
+    worker.start()
+    peak = 0
+    try:
+        _warm_up(run_start)
+        ids = [run_start(agent="bench-remote", goal=f"full {i}", input={}).pk
+               for i in range(15)]
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 90:
+            peak = max(peak, Run.objects.filter(pk__in=ids, status="running").count())
+            if not Run.objects.filter(pk__in=ids).exclude(status="succeeded").exists():
+                break
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        proc.kill()
+    assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"succeeded"}
+    assert 3 <= peak <= 5, f"{peak} runs were running at once with 5 slots"
+    sliced = Event.objects.filter(run_id__in=ids, type="run.status",
+                                  data__reason="slice_ended").count()
+    assert sliced > 0, "no run gave its slot up at the end of its slice"
