@@ -52,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
     delay_s = 1.0
     steps = 3
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         time.sleep(self.delay_s)
         data = json.dumps(reply_for(json.loads(body or b"{}"), self.steps)).encode()
