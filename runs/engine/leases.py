@@ -106,10 +106,9 @@ class _Keeper:
                 if not any(h.due <= now for h in self._held.values()):
                     continue
                 batch = {k: h for k, h in self._held.items() if h.due - h.interval / 2 <= now}
-            try:
-                lost = leases_renew(list(batch.values()))
-            finally:
-                db_release()
+            # The keeper keeps its one connection: waiting in the pool's queue behind hundreds
+            # of run slots would let the very leases it keeps expire.
+            lost = leases_renew(list(batch.values()))
             with self._lock:
                 for key, held in batch.items():
                     if key not in self._held:
@@ -171,4 +170,9 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     try:
         yield beat
     finally:
-        _KEEPER.remove(key)
+        try:
+            # Take a connection back while the keeper still renews: on a busy host the wait
+            # for one from the pool can outlast what is left of the lease.
+            connection.ensure_connection()
+        finally:
+            _KEEPER.remove(key)
