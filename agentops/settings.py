@@ -192,6 +192,9 @@ Q_CLUSTER = {
     # hidden from other hosts, and lost for `retry` seconds if this host dies.
     "queue_limit": 1,
     "catch_up": False,
+    # q2 recycles a process after this many tasks; a recycled process first waits for the
+    # runs it has in flight (runs.slots), so recycle rarely (AGENTOPS_Q_RECYCLE).
+    "recycle": _env_int("AGENTOPS_Q_RECYCLE", 1_000_000),
     "orm": "default",
     "label": "Django Q2",
 }
@@ -204,6 +207,14 @@ AGENTOPS_AGENTS = [
     m for m in os.environ.get("AGENTOPS_AGENTS", "agentops.demo.agents").split(",") if m
 ]
 AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
+# Runs one q2 worker process keeps in flight (runs.slots): a run waiting for its model or a
+# tool holds a thread, not a process nor a database connection. SQLite serialises writers:
+# one run per process there.
+_is_pg = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else 1)
+# PostgreSQL connections per worker process shared by its run slots (psycopg pool); 0 = none.
+AGENTOPS_DB_POOL_MAX = _env_int("AGENTOPS_DB_POOL_MAX", 8)
+AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
 # A write tool without its own timeout gets this one: with the lease TTL it bounds how long
 # an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").

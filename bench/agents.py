@@ -1,6 +1,9 @@
 """Agents the engine benchmarks run: a scripted model asking for one no-op tool per turn."""
 from __future__ import annotations
 
+import itertools
+import threading
+
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptContext, ScriptedModel, call, say
 from agentops.llm.protocol import ModelReply, ToolCallRequest, Usage
@@ -60,3 +63,31 @@ def _slow_script(ctx: ScriptContext) -> ModelReply:
 registry.register(Agent(name="bench-slow", version="1", system_prompt="Benchmark.",
                         tools=[slow_step], plan=[StepSpec("s")],
                         model=lambda: ScriptedModel(_slow_script), max_turns_per_step=100_000))
+
+
+def _remote_model():
+    """A real OpenAI-compatible client to bench.model_server.
+
+    Eight clients shared by every thread of the process (each keeps its own HTTP connection
+    pool of up to 100): building one per tick would cost more CPU than the step itself.
+    """
+    import os
+
+    from agentops.llm.openai_compat import OpenAICompatClient
+
+    with _REMOTE_LOCK:
+        if not _REMOTE:
+            _REMOTE.extend(OpenAICompatClient(base_url=os.environ["BENCH_MODEL_URL"], api_key="",
+                                              model="sleepy", timeout_s=120)
+                           for _ in range(8))
+        mine = _PICK.__dict__.setdefault("i", next(_ROUND) % len(_REMOTE))
+    return _REMOTE[mine]
+
+
+_REMOTE: list = []
+_REMOTE_LOCK = threading.Lock()
+_PICK = threading.local()
+_ROUND = itertools.count()
+registry.register(Agent(name="bench-remote", version="1", system_prompt="Benchmark.",
+                        tools=[noop], plan=[StepSpec("s")], model=_remote_model,
+                        max_turns_per_step=100_000))

@@ -20,6 +20,8 @@ def _name_session(connection: object, **kwargs: object) -> None:
     # the sweeper the owner is alive. A killed process's sessions vanish with it.
     if getattr(connection, "vendor", "") != "postgresql":
         return
+    if connection.settings_dict["OPTIONS"].get("application_name"):  # type: ignore[attr-defined]
+        return  # named at connect time (pooled worker processes, runs.slots.pool_enable)
     from runs.tasks import worker_name
 
     with connection.cursor() as cur:  # type: ignore[attr-defined]

@@ -14,7 +14,20 @@ def worker_name() -> str:
 
 
 def tick(run_id: str) -> str:
-    """Run one tick of a run on this worker (a q2 task).
+    """Hand a run to a free run slot of this process (a q2 task); see runs.slots.
+
+    Blocks while every slot is busy (back-pressure). With one run in flight (SQLite's
+    default) the tick runs here, in the q2 task, as before.
+    """
+    from runs.slots import slot_submit
+
+    if slot_submit(run_id, tick_run):
+        return "in_slot"
+    return tick_run(run_id)
+
+
+def tick_run(run_id: str) -> str:
+    """Run one tick of a run on this worker and re-enqueue it when its slice ended.
 
     A tick that yielded to a recovered run takes that run here and now: the q2 queue may
     hold it behind many others, or in a dead worker's prefetch.

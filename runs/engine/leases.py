@@ -12,14 +12,17 @@ import datetime as dt
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import Q
 
 from agentops import clock
 from agentops.tools import CancelToken
 from runs.live import live_flush
 from runs.models import Run
+from runs.slots import db_release
 from runs.statuses import RunStatus
 
 
@@ -54,23 +57,36 @@ def heartbeat_for(run: Run, owner: str, tokens: Sequence[CancelToken]) -> Callab
     return beat
 
 
+@dataclass
+class _Held:
+    """A run whose lease the keeper renews while its model or tool call runs."""
+
+    run: Run
+    owner: str
+    tokens: Sequence[CancelToken]
+    interval: float
+    due: float
+
+
 class _Keeper:
-    """One daemon thread per process renewing the leases of tool calls that run long.
+    """One daemon thread per process renewing the leases of model and tool calls that run long.
 
     Registering a call costs a dict insert; only calls still running after a third of the
-    TTL ever touch the database from the keeper, so short tool calls cost nothing extra.
+    TTL ever touch the database. Every run due within half an interval is renewed by the
+    same UPDATE, so a process with hundreds of runs in flight (runs.slots) renews them all
+    with about one statement per interval, not one per run.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._due: dict[int, tuple[float, float, Callable[[], bool]]] = {}
+        self._held: dict[int, _Held] = {}
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
 
-    def add(self, beat: Callable[[], bool], interval: float) -> int:
+    def add(self, held: _Held) -> int:
         with self._lock:
-            key = id(beat)
-            self._due[key] = (clock.monotonic() + interval, interval, beat)
+            key = id(held)
+            self._held[key] = held
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lease-keeper",
                                                 daemon=True)
@@ -79,7 +95,7 @@ class _Keeper:
 
     def remove(self, key: int) -> None:
         with self._lock:
-            self._due.pop(key, None)
+            self._held.pop(key, None)
 
     def _loop(self) -> None:
         close_old_connections()
@@ -87,15 +103,50 @@ class _Keeper:
             self._wake.wait(0.2)
             now = clock.monotonic()
             with self._lock:
-                ready = [(k, v) for k, v in self._due.items() if v[0] <= now]
-            for key, (_, interval, beat) in ready:
-                alive = beat()
-                with self._lock:
-                    if key in self._due:
-                        if alive:
-                            self._due[key] = (now + interval, interval, beat)
-                        else:
-                            del self._due[key]
+                if not any(h.due <= now for h in self._held.values()):
+                    continue
+                batch = {k: h for k, h in self._held.items() if h.due - h.interval / 2 <= now}
+            # The keeper keeps its one connection: waiting in the pool's queue behind hundreds
+            # of run slots would let the very leases it keeps expire.
+            lost = leases_renew(list(batch.values()))
+            with self._lock:
+                for key, held in batch.items():
+                    if key not in self._held:
+                        continue
+                    if id(held) in lost:
+                        del self._held[key]
+                    else:
+                        held.due = now + held.interval
+            for held in batch.values():
+                if id(held) in lost:
+                    for token in held.tokens:
+                        token.cancel()
+
+
+def leases_renew(held: list[_Held], *, ttl_s: float | None = None) -> set[int]:
+    """Renew every lease in ``held`` (one UPDATE per 100 runs); return the ids of those lost."""
+    lost: set[int] = set()
+    for i in range(0, len(held), _RENEW_CHUNK):
+        lost |= _renew_chunk(held[i:i + _RENEW_CHUNK], ttl_s)
+    return lost
+
+
+_RENEW_CHUNK = 100  # SQLite caps an expression's depth at 1000
+
+
+def _renew_chunk(held: list[_Held], ttl_s: float | None) -> set[int]:
+    ttl = settings.AGENTOPS_LEASE_TTL_S if ttl_s is None else ttl_s
+    until = clock.now() + dt.timedelta(seconds=ttl)
+    match = Q()
+    for h in held:
+        match |= Q(pk=h.run.pk, version=h.run.version, lease_owner=h.owner)
+    renewed = Run.objects.filter(match, status=RunStatus.RUNNING).update(lease_expires_at=until)
+    if renewed == len(held):
+        for h in held:
+            h.run.lease_expires_at = until
+        return set()
+    # Some were lost (cancelled, recovered elsewhere): find which, one by one (rare).
+    return {id(h) for h in held if not lease_renew(h.run, h.owner, ttl_s=ttl)}
 
 
 _KEEPER = _Keeper()
@@ -104,16 +155,24 @@ _KEEPER = _Keeper()
 @contextmanager
 def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
                *, every_s: float | None = None) -> Iterator[Callable[[], bool]]:
-    """Renew the lease in the background while the block runs (long tool calls).
+    """Renew the lease in the background while the block runs (long model and tool calls).
 
-    The first renewal happens after ``every_s`` (a third of the TTL), so short tool calls
-    never touch the database from a second thread.
+    The first renewal happens after ``every_s`` (a third of the TTL), so short calls never
+    touch the database from a second thread. The calling thread's database connection goes
+    back to the pool first (runs.slots.db_release): nobody holds one while waiting.
     """
     live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
     beat = heartbeat_for(run, owner, tokens)
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
-    key = _KEEPER.add(beat, interval)
+    key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
+                            due=clock.monotonic() + interval))
+    db_release()
     try:
         yield beat
     finally:
-        _KEEPER.remove(key)
+        try:
+            # Take a connection back while the keeper still renews: on a busy host the wait
+            # for one from the pool can outlast what is left of the lease.
+            connection.ensure_connection()
+        finally:
+            _KEEPER.remove(key)

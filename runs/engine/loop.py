@@ -1,7 +1,9 @@
 """run_tick: a worker's turn at one run — claim, load, pre-flight, do units, let go.
 
 A tick does units until the run waits, ends, or its time slice is used up; then it puts the
-run back in the queue (the caller re-enqueues it). Every commit carries the version the
+run back in the queue (the caller re-enqueues it). A run on a slot of a process that still has
+a free one (runs.slots) goes on past its slice: that process keeps taking ticks from q2, so
+nobody waits for it. Every commit carries the version the
 worker last saw, so if anyone else touched the run the next write raises LeaseLost and the
 tick stops without writing.
 """
@@ -31,6 +33,7 @@ from runs.engine.versions import agent_migrate
 from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run
+from runs.slots import draining, slots_free
 from runs.statuses import RunStatus, StepStatus
 
 _DONE = {StepStatus.SUCCEEDED, StepStatus.SKIPPED}
@@ -58,7 +61,9 @@ def _tick(run_id: object, worker: str, slice_s: float | None) -> str:
         look_at = clock.monotonic() + settings.AGENTOPS_YIELD_CHECK_S
         while not session.stopped:
             now = clock.monotonic()
-            if now >= deadline:
+            if now >= deadline and slots_free():
+                deadline = now + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
+            if now >= deadline or draining():
                 session.commit([], to=RunStatus.QUEUED, reason="slice_ended")
                 return "slice_ended"
             if now >= look_at:
@@ -77,6 +82,8 @@ def _overdue_elsewhere(run: Run) -> bool:
     """Return True when a recovered run has waited past the grace for a worker."""
     if not settings.AGENTOPS_ENQUEUE_TICKS:
         return False  # ticks driven in process (tests, --inline): nobody else to yield to
+    if slots_free():
+        return False  # this process still takes ticks from q2: a recovered run gets a slot
     return run_urgent_waiting(other_than=run.pk,
                               grace_s=settings.AGENTOPS_URGENT_GRACE_S) is not None
 

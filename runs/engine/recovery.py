@@ -72,7 +72,9 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
         elif run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
         count, owner = run.recoveries + 1, run.lease_owner
-        event = NewEvent(EventType.RUN_RECOVERED, {"recoveries": count, "lost_owner": run.lease_owner})
+        event = NewEvent(EventType.RUN_RECOVERED,
+                         {"recoveries": count, "lost_owner": owner,
+                          "cause": "owner_gone" if dead_owner else "lease_expired"})
         try:
             if count > run.recovery_limit:
                 detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "

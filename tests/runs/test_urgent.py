@@ -28,6 +28,9 @@ def test_a_busy_tick_yields_to_a_recovered_run_and_takes_it(engine, settings):
     from django_q.models import OrmQ
 
     settings.AGENTOPS_ENQUEUE_TICKS = True
+    # One run per process (SQLite's default): the q2 task runs the tick itself. A process
+    # with run slots (runs.slots) yields only once they are all busy.
+    settings.AGENTOPS_RUNS_IN_FLIGHT = 1
     settings.AGENTOPS_YIELD_CHECK_S = 0.0
     settings.AGENTOPS_URGENT_GRACE_S = 0.0
     settings.AGENTOPS_TICK_SLICE_S = 30
@@ -56,6 +59,9 @@ def test_a_busy_tick_yields_to_a_recovered_run_and_takes_it(engine, settings):
 
 def test_no_yield_when_nothing_is_urgent(engine, settings):
     settings.AGENTOPS_ENQUEUE_TICKS = True
+    # One run per process (SQLite's default): the q2 task runs the tick itself. A process
+    # with run slots (runs.slots) yields only once they are all busy.
+    settings.AGENTOPS_RUNS_IN_FLIGHT = 1
     settings.AGENTOPS_YIELD_CHECK_S = 0.0
     engine.make_agent("calm", {"s": [engine.call("lookup", item="x"), engine.say("ok")]},
                       plan=["s"])

@@ -1,0 +1,220 @@
+"""density: N runs whose model takes L seconds a call, ONE worker host with default settings.
+
+A real model server (bench.model_server, its own process) sleeps L seconds per chat
+completion and is reached through the real ``openai`` client (agent ``bench-remote``). One
+``manage.py agentops worker`` host (default settings: its q2 processes keep many runs in
+flight each, runs.slots) works N runs of S tool steps each (S + 1 model calls a run).
+Figures: runs in flight (peak of runs held by the worker at once), steps/s (model replies
+per second: overall, and over the middle half of the busy window) against the ideal N / L,
+p99 step latency above L (the gap between two model replies of a run, minus L), memory per
+in-flight run (worker host RSS at peak minus idle, over the peak in flight), connections
+(the host's PostgreSQL sessions, peak), and the machine's commit floor.
+
+Env: BENCH_RUNS (500), BENCH_DELAY_S (1.0), BENCH_STEPS (20).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._common import engine_env  # noqa: E402
+
+os.environ.setdefault("BENCH_ENGINE_DATABASE_URL",
+                      "postgres://postgres@127.0.0.1:5432/agentops_bench_density")
+engine_env(in_process=False)
+os.environ["AGENTOPS_ENQUEUE_TICKS"] = "1"
+
+from bench._common import (bench_url, commit_floor, django_boot, emit, log,  # noqa: E402
+                           percentiles)
+
+RUNS = int(os.environ.get("BENCH_RUNS", "500"))
+DELAY_S = float(os.environ.get("BENCH_DELAY_S", "1.0"))
+STEPS = int(os.environ.get("BENCH_STEPS", "20"))
+
+
+def _model_server() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "bench.model_server", "--delay", str(DELAY_S),
+                             "--steps", str(STEPS)], cwd=ROOT, stdout=subprocess.PIPE)
+    return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
+
+
+def _worker(model_url: str) -> subprocess.Popen:
+    """Start one worker host with the default settings (only the agents and the model)."""
+    env = {**os.environ, "DATABASE_URL": bench_url(), "AGENTOPS_AGENTS": "bench.agents",
+           "BENCH_MODEL_URL": model_url, "LOG_LEVEL": "ERROR"}
+    for knob in ("AGENTOPS_ENQUEUE_TICKS", "AGENTOPS_TICK_SLICE_S", "TEST_DATABASE_NAME"):
+        env.pop(knob, None)
+    return subprocess.Popen([sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _wait_up(pgid: int, timeout_s: float = 60.0) -> None:
+    """Wait until the host runs all its processes (parent, sentinel, pusher, monitor, q2
+    workers), then let them settle: the idle RSS is measured after."""
+    from django.conf import settings
+
+    deadline = time.monotonic() + timeout_s
+    while len(_group(pgid)) < 4 + settings.Q_CLUSTER["workers"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the worker host did not come up")
+        time.sleep(0.5)
+    time.sleep(3)
+
+
+def _group(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def _rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """Return the CPU seconds (user + system, all threads) the processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return total / tick
+
+
+def _sessions(pids: list[int]) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ANY(%s)",
+                    [[f"%:{p}" for p in pids]])
+        return cur.fetchone()[0]
+
+
+def _clean() -> None:
+    """Drop what an earlier (interrupted) bench left: unfinished runs and queued ticks."""
+    from django_q.models import OrmQ
+
+    from runs.models import Run
+
+    OrmQ.objects.all().delete()
+    Run.objects.filter(status__in=("queued", "running", "waiting")).delete()
+
+
+def _create_runs() -> list:
+    """Create the runs (queued, ticks not yet enqueued) and return their ids."""
+    from django.conf import settings
+
+    from runs.services import run_start
+
+    settings.AGENTOPS_ENQUEUE_TICKS = False
+    tag = os.urandom(4).hex()  # the model server counts calls per goal
+    ids = [run_start(agent="bench-remote", goal=f"density {tag} {i}", input={}).pk
+           for i in range(RUNS)]
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    return ids
+
+
+def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
+    """Enqueue every run's tick, then sample the host until all runs end."""
+    from django.db.models import Count
+
+    from runs.models import Run
+    from runs.tasks import enqueue_tick
+
+    t0 = time.monotonic()
+    for pk in ids:
+        enqueue_tick(pk)
+    peak = {"in_flight": 0, "sessions": 0, "rss_mb": idle_mb, "rss_at_peak_mb": idle_mb,
+            "cpu_s": 0.0}
+    cpu0 = _cpu_s(_group(pgid))
+    while time.monotonic() - t0 < 60 + 5 * RUNS * (STEPS + 1) * DELAY_S:
+        running = Run.objects.filter(pk__in=ids, status="running").count()
+        pids = _group(pgid)
+        rss = _rss_mb(pids)
+        if running > peak["in_flight"]:
+            peak.update(in_flight=running, rss_at_peak_mb=rss)
+        peak["sessions"] = max(peak["sessions"], _sessions(pids))
+        peak["rss_mb"] = max(peak["rss_mb"], rss)
+        peak["cpu_s"] = _cpu_s(pids) - cpu0
+        if not Run.objects.filter(pk__in=ids).exclude(status__in=("succeeded", "failed",
+                                                                  "blocked")).exists():
+            break
+        time.sleep(0.5)
+    peak["wall_s"] = time.monotonic() - t0
+    peak["ended"] = dict(Run.objects.filter(pk__in=ids).values("status")
+                         .annotate(n=Count("pk")).values_list("status", "n"))
+    return peak
+
+
+def _steps(ids: list) -> dict:
+    """Steps/s and step latency above L from the runs' model.replied events."""
+    from runs.models import Event
+
+    rows = list(Event.objects.filter(run_id__in=ids, type="model.replied")
+                .order_by("run_id", "seq").values_list("run_id", "at"))
+    times = sorted(at.timestamp() for _, at in rows)
+    gaps = [(b[1] - a[1]).total_seconds() - DELAY_S
+            for a, b in zip(rows, rows[1:]) if a[0] == b[0]]
+    first, last = times[0], times[-1]
+    q1, q3 = first + (last - first) / 4, first + 3 * (last - first) / 4
+    middle = sum(1 for t in times if q1 <= t <= q3)
+    return {"model_calls": len(times), "steps_per_s": round(len(times) / (last - first), 1),
+            "steps_per_s_mid": round(middle / (q3 - q1), 1),
+            "above_l_ms": {k: round(v * 1000, 1) if k != "n" else v
+                           for k, v in percentiles(gaps).items()}}
+
+
+def main() -> None:
+    django_boot()
+    from django.db import connection
+
+    _clean()
+    floor = commit_floor(conninfo=bench_url())
+    server, url = _model_server()
+    host = _worker(url)
+    try:
+        _wait_up(host.pid)
+        idle_mb = _rss_mb(_group(host.pid))
+        log(f"worker host up, {idle_mb:.0f} MB idle; creating {RUNS} runs")
+        ids = _create_runs()
+        log(f"{RUNS} runs created; enqueueing, model {DELAY_S}s x {STEPS + 1} calls a run")
+        peak = _watch(ids, host.pid, idle_mb)
+    finally:
+        os.killpg(host.pid, 15)
+        host.wait(30)
+        server.kill()
+    steps = _steps(ids)
+    ideal = RUNS / DELAY_S if DELAY_S else None
+    emit("density", {
+        "runs": RUNS, "delay_s": DELAY_S, "model_calls_per_run": STEPS + 1,
+        "wall_s": round(peak["wall_s"], 1), "ended": peak["ended"],
+        "peak_in_flight": peak["in_flight"], **steps,
+        "ideal_steps_per_s": ideal,
+        "mid_vs_ideal": round(steps["steps_per_s_mid"] / ideal, 3) if ideal else None,
+        "rss_idle_mb": round(idle_mb, 1), "rss_at_peak_mb": round(peak["rss_at_peak_mb"], 1),
+        "mb_per_in_flight_run": round((peak["rss_at_peak_mb"] - idle_mb)
+                                      / max(1, peak["in_flight"]), 3),
+        "worker_cpu_ms_per_step": round(1000 * peak["cpu_s"] / steps["model_calls"], 1),
+        "peak_sessions": peak["sessions"], "commit_floor_per_s": round(floor),
+        "load_avg": os.getloadavg()[0], "db": connection.settings_dict["NAME"]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Run slots: many runs in flight in one q2 worker process.
+
+A run spends most of its time waiting for its model or an I/O-bound tool. Each q2 worker
+process keeps up to ``AGENTOPS_RUNS_IN_FLIGHT`` runs in flight: the q2 task
+(``runs.tasks.tick``) hands its run to a slot thread and returns; while every slot is busy
+it blocks, so q2 fetches nothing more for this process (back-pressure) and other hosts take
+the queue. One executor per run still holds: a slot works on a run only after claiming its
+lease, and every commit checks the version and lease owner as before.
+
+On PostgreSQL the slot threads share a psycopg connection pool (Django's
+``OPTIONS["pool"]``, enabled in the worker process itself, after q2 forked it); a thread
+hands its connection back (``db_release``) before it waits on a model or a tool, so
+hundreds of runs in flight need only the few connections of the runs between two waits.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+log = logging.getLogger("agentops.slots")
+_lock = threading.Lock()
+_state: dict[str, Any] = {"slots": None, "in_flight": 0, "pooled": False}
+_draining = threading.Event()
+
+
+def runs_in_flight_limit() -> int:
+    """Return how many runs one worker process keeps in flight (AGENTOPS_RUNS_IN_FLIGHT)."""
+    return max(1, int(settings.AGENTOPS_RUNS_IN_FLIGHT))
+
+
+def slot_submit(run_id: str, body: Callable[[str], object]) -> bool:
+    """Run ``body(run_id)`` on a slot thread; block while every slot is busy.
+
+    Return False (the caller runs the tick itself) when one run in flight is configured
+    or ticks are driven in process (no queue to hand back to).
+    """
+    limit = runs_in_flight_limit()
+    if limit <= 1 or not settings.AGENTOPS_ENQUEUE_TICKS:
+        return False
+    with _lock:
+        if _state["slots"] is None:
+            _state["slots"] = threading.BoundedSemaphore(limit)
+            pool_enable()
+            # Runs at interpreter exit (a stopped or recycled q2 process) before the slot
+            # threads are joined: every slot ends its slice at its next unit and re-enqueues.
+            threading._register_atexit(_draining.set)  # type: ignore[attr-defined]
+        slots = _state["slots"]
+    slots.acquire()  # back-pressure: q2 fetches nothing more while this blocks
+    with _lock:
+        _state["in_flight"] += 1
+    # Not a daemon: a stopping or recycled q2 process waits for its runs' slices to end.
+    threading.Thread(target=_slot, args=(slots, run_id, body), name=f"run-slot:{run_id}",
+                     daemon=False).start()
+    return True
+
+
+def _slot(slots: threading.BoundedSemaphore, run_id: str, body: Callable[[str], object]) -> None:
+    try:
+        body(run_id)
+    except Exception:  # the lease expires and the sweeper recovers the run
+        log.exception("tick of run %s failed in its slot", run_id)
+    finally:
+        connection.close()  # back to the pool (or closed): a slot holds nothing between ticks
+        with _lock:
+            _state["in_flight"] -= 1
+        slots.release()
+
+
+def slots_free() -> bool:
+    """Return True when this process runs slots and has one free (and is not stopping).
+
+    A process with a free slot keeps taking ticks from q2, so nothing queued waits on it:
+    its runs may go on past their slice and need not yield to recovered runs.
+    """
+    return (_state["slots"] is not None and not _draining.is_set()
+            and _state["in_flight"] < runs_in_flight_limit())
+
+
+def draining() -> bool:
+    """Return True once this process is stopping: slots end their slices now."""
+    return _draining.is_set()
+
+
+def in_flight() -> int:
+    """Return how many runs this process has in flight on slot threads."""
+    return _state["in_flight"]
+
+
+def pool_enable() -> None:
+    """Switch this process's PostgreSQL connections to a psycopg pool (slot threads share it).
+
+    Called in the q2 worker process on its first slotted tick, never before q2 forks, so no
+    pool (with its threads and sockets) is ever inherited across a fork.
+    """
+    db = connection.settings_dict
+    if connection.vendor != "postgresql" or settings.AGENTOPS_DB_POOL_MAX <= 0:
+        return
+    from runs.tasks import worker_name
+
+    connection.close()
+    options = db.setdefault("OPTIONS", {})
+    # Named at connect time: no set_config round trip on every checkout (release on death).
+    options.setdefault("application_name", worker_name()[:63])
+    options["pool"] = {"min_size": min(2, settings.AGENTOPS_DB_POOL_MAX),
+                       "max_size": settings.AGENTOPS_DB_POOL_MAX,
+                       "timeout": settings.AGENTOPS_DB_POOL_TIMEOUT_S,
+                       "name": f"agentops-{worker_name()}"}
+    db["CONN_MAX_AGE"] = 0  # Django requires it with a pool: close() returns to the pool
+    db["CONN_HEALTH_CHECKS"] = False  # the pool discards broken connections on return
+    _state["pooled"] = True
+
+
+def db_release() -> None:
+    """Hand this thread's connection back to the pool before a long wait (model, tool).
+
+    Only when pooled and outside a transaction: otherwise the next query would reconnect
+    from scratch, or the transaction would be lost.
+    """
+    if _state["pooled"] and connection.connection is not None \
+            and not connection.in_atomic_block:
+        connection.close()
