@@ -67,7 +67,8 @@ def tools_settled(settled: Iterable[Any], started: dt.datetime) -> None:
         metrics.observe_tool_call(call.tool, outcome, seconds)
         if st.next == "retry":
             metrics.count_retry("tool")
-        level = logging.INFO if outcome == "ok" else logging.WARNING
+        # A warning is for what needs a person (block, unknown); a retry or a park is routine.
+        level = logging.WARNING if st.next in ("block", "unknown") else logging.INFO
         with run_log_context(tool_call_id=call.tool_call_id, attempt=call.attempts or None):
             log.log(level, "tool %s %s (next: %s)", call.tool, outcome, st.next)
 
