@@ -10,6 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from runs.engine.outcome_state import exception_note, step_outcome
 from runs.event_types import EventType
 
 State = dict[str, Any]
@@ -164,12 +165,12 @@ def _step_skipped(state: State, d: dict[str, Any], e: Event) -> None:
     step.pop("missing", None)
     if state["current_step"] == d["step"]:
         state["current_step"] = None
-    _exception(state, e, "step_skipped", step=d["step"], by=d.get("by", ""),
+    exception_note(state, e, "step_skipped", step=d["step"], by=d.get("by", ""),
                why=d.get("reason", ""))
     if (d.get("output") or {}).get("facts"):
         # Facts an operator supplies for a skipped step are confirmed facts for later steps.
         state["facts"][f"skip:{d['step']}"] = d["output"]["facts"]
-        _exception(state, e, "operator_output", step=d["step"], by=d.get("by", ""),
+        exception_note(state, e, "operator_output", step=d["step"], by=d.get("by", ""),
                    why=f"facts supplied for skipped step {d['step']}: "
                        f"{', '.join(sorted(d['output']['facts']))}")
 
@@ -226,7 +227,7 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     opened = state["open_calls"].pop(call_id, None)
     if opened is not None:
         state["usage"]["tool_calls"] += 1
-        _step_outcome(state, e, opened, d)
+        step_outcome(state, e, opened, d)
     for turn in reversed(state["turns"]):
         for call in turn["calls"]:
             if call["id"] == call_id:
@@ -240,30 +241,6 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
         state["facts"][call_id] = d["facts"]
 
 
-def _step_outcome(state: State, e: Event, call: dict[str, Any], d: dict[str, Any]) -> None:
-    """Note what a settled call means for its step's declared completion (and exceptions)."""
-    step = state["steps"].get(call["step"])
-    status = d.get("status")
-    if step is not None and status in ("succeeded", "confirmed_executed"):
-        if call["name"] not in step.setdefault("tools_ok", []):
-            step["tools_ok"].append(call["name"])
-        # Sorted: PostgreSQL's jsonb reorders keys, and replay must equal the live state.
-        step["fact_keys"] = sorted({*step.get("fact_keys", ()), *(d.get("facts") or {})})
-    if status == "rejected":
-        error = d.get("error") or {}
-        if step is not None:
-            step.setdefault("rejected", {})[call["name"]] = error.get("message", "")
-        expired = error.get("category") == "approval_expired"
-        kind = "approval_expired" if expired else "approval_rejected"
-        _exception(state, e, kind, step=call["step"], tool=call["name"], tool_call_id=d["id"],
-                   by=error.get("by", ""), why=error.get("message", ""))
-
-
-def _exception(state: State, e: Event, kind: str, **fields: Any) -> None:
-    """Record something that keeps the run from a clean success (the seq dates it)."""
-    state.setdefault("exceptions", []).append({"kind": kind, "seq": e["seq"], **fields})
-
-
 @_on(EventType.STEP_INCOMPLETE)
 def _step_incomplete(state: State, d: dict[str, Any], e: Event) -> None:
     # The model stopped before the step's declared completion: it is asked again, told this.
@@ -272,13 +249,13 @@ def _step_incomplete(state: State, d: dict[str, Any], e: Event) -> None:
 
 @_on(EventType.TOOL_COMPENSATED)
 def _tool_compensated(state: State, d: dict[str, Any], e: Event) -> None:
-    _exception(state, e, "compensated", tool=d.get("tool", ""), tool_call_id=d["id"],
+    exception_note(state, e, "compensated", tool=d.get("tool", ""), tool_call_id=d["id"],
                by=d.get("by", ""), why="undone by its compensation (rollback)")
 
 
 @_on(EventType.RUN_FINISHED_PARTIAL)
 def _finished_partial(state: State, d: dict[str, Any], e: Event) -> None:
-    _exception(state, e, "finished_partial", by=d.get("by", ""), why=d.get("reason", ""),
+    exception_note(state, e, "finished_partial", by=d.get("by", ""), why=d.get("reason", ""),
                steps=d.get("not_done", []))
 
 
@@ -334,10 +311,10 @@ def _tool_confirmed(state: State, d: dict[str, Any], e: Event) -> None:
     if call is not None and not d.get("executed"):
         call.pop("unknown", None)
     if not d.get("executed"):
-        _exception(state, e, "confirmed_not_executed", tool_call_id=d["id"],
+        exception_note(state, e, "confirmed_not_executed", tool_call_id=d["id"],
                    by=d.get("by", ""), why=d.get("evidence", "") or "confirmed not executed")
     elif d.get("facts"):
-        _exception(state, e, "operator_output", tool_call_id=d["id"], by=d.get("by", ""),
+        exception_note(state, e, "operator_output", tool_call_id=d["id"], by=d.get("by", ""),
                    why="outcome facts supplied by a person: " + ", ".join(sorted(d["facts"])))
 
 

@@ -1,0 +1,35 @@
+"""What a settled event means for a run's outcome: step completion marks and exceptions.
+
+Pure helpers of ``runs.engine.reducer`` (no I/O): a step's succeeded tools and fact keys, the
+tools a person rejected, and the exceptions a run will end with (``runs.engine.exceptions``
+turns them into the Run's list).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
+                 d: dict[str, Any]) -> None:
+    """Note what a settled call means for its step's declared completion (and exceptions)."""
+    step = state["steps"].get(call["step"])
+    status = d.get("status")
+    if step is not None and status in ("succeeded", "confirmed_executed"):
+        if call["name"] not in step.setdefault("tools_ok", []):
+            step["tools_ok"].append(call["name"])
+        # Sorted: PostgreSQL's jsonb reorders keys, and replay must equal the live state.
+        step["fact_keys"] = sorted({*step.get("fact_keys", ()), *(d.get("facts") or {})})
+    if status == "rejected":
+        error = d.get("error") or {}
+        if step is not None:
+            step.setdefault("rejected", {})[call["name"]] = error.get("message", "")
+        expired = error.get("category") == "approval_expired"
+        kind = "approval_expired" if expired else "approval_rejected"
+        exception_note(state, e, kind, step=call["step"], tool=call["name"],
+                       tool_call_id=d["id"], by=error.get("by", ""),
+                       why=error.get("message", ""))
+
+
+def exception_note(state: dict[str, Any], e: dict[str, Any], kind: str, **fields: Any) -> None:
+    """Record something that keeps the run from a clean success (the seq dates it)."""
+    state.setdefault("exceptions", []).append({"kind": kind, "seq": e["seq"], **fields})
