@@ -124,13 +124,6 @@ def effect_find(*, kind: str, key: str) -> Any:
     return WorldEffect.objects.filter(kind=kind, key=key).first()
 
 
-def effects_for_run(run_id: str) -> list[Any]:
-    """Return the side effects run ``run_id`` caused, oldest first."""
-    from agentops.demo.models import WorldEffect
-
-    return list(WorldEffect.objects.filter(run_id=str(run_id)))
-
-
 def effects_duplicated() -> list[dict[str, Any]]:
     """Return every (kind, key) recorded more than once: a side effect that happened twice."""
     from agentops.demo.models import WorldEffect

@@ -34,8 +34,11 @@ def world_page(request: HttpRequest) -> HttpResponse:
     if not demo_installed():
         raise Http404("The demo world is not installed.")
     from agentops.demo.selectors import effect_list
+    from agentops.demo.world import effects_duplicated
 
     run = request.GET.get("run", "").strip()[:64]
     rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")))
-    return page(request, "demo/world.html", {"page": rows, "f": {"run": run} if run else {}},
+    # The sandbox's own check that no side effect happened twice (docs/demo.md).
+    return page(request, "demo/world.html", {"page": rows, "f": {"run": run} if run else {},
+                                              "duplicated": effects_duplicated()},
                 partial="rows")

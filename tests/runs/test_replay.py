@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agentops.agents import Agent, StepSpec, registry
-from agentops.llm.replay import ReplayModel, recorded_results
+from tests.replay_model import ReplayModel, recorded_results
 from agentops.tools import tool
 from runs.engine.jsonstate import canonical_json
 from runs.engine.snapshots import load_state

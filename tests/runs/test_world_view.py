@@ -97,3 +97,13 @@ def test_run_page_card_lists_only_this_runs_effects(users):
     assert "This run caused no side effects" not in quiet
     empty = client.get(reverse("console:run", args=[make_run().pk])).content.decode()
     assert "This run caused no side effects in the demo world." in empty
+
+
+def test_world_page_says_whether_a_side_effect_happened_twice(users):
+    viewer = client_for(users["viewer"])
+    effect_record(kind="email", key="mail-1", run_id="", data={}, idempotent=False)
+    assert "Nothing happened twice." in viewer.get(reverse("console:world")).content.decode()
+    effect_record(kind="email", key="mail-1", run_id="", data={}, idempotent=False)
+    html = viewer.get(reverse("console:world")).content.decode()
+    assert "Nothing happened twice." not in html
+    assert re.search(r"Happened twice:.*email mail-1</span> ×2", html, re.S)

@@ -1,4 +1,4 @@
-"""A model that answers from a recorded run: each turn gets the reply recorded for it.
+"""Test helper: a model that answers from a recorded run (each turn gets the reply recorded for it).
 
 With recorded tool results (``recorded_results``) a finished run can be replayed through
 the engine to check it rebuilds the same state, or to debug it without calling a provider.
