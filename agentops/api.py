@@ -21,7 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from agentops.api_auth import API_AUTH, UserRateThrottle, docs_guard
 from agentops.errors import AgentOpsError
-from runs.engine.jsonstate import unstorable_path
+from agentops.jsonstate import unstorable_path
 
 logger = logging.getLogger("agentops.api")
 

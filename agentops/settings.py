@@ -177,7 +177,7 @@ else:
 AGENTOPS_TICK_SLICE_S = _env_float("AGENTOPS_TICK_SLICE_S", 20.0)
 # Tests and scripts that drive ticks themselves turn queueing off.
 AGENTOPS_ENQUEUE_TICKS = _env_bool("AGENTOPS_ENQUEUE_TICKS", True)
-# On PostgreSQL a lease holder's unit is one SQL statement (runs/engine/unit_sql.py); off = ORM.
+# On PostgreSQL a lease holder's unit is one SQL statement (runs/engine/runtime/unit_sql.py); off = ORM.
 AGENTOPS_UNIT_SQL = _env_bool("AGENTOPS_UNIT_SQL", True)
 Q_CLUSTER = {
     "name": "agentops",

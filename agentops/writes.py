@@ -2,7 +2,7 @@
 
 A writer is a callable (the engine's ``also`` list runs it inside the unit's transaction), but
 these two also describe themselves — model, rows or filter, values — so the engine can fold a
-whole unit into one SQL statement on PostgreSQL (``runs.engine.unit_sql``) instead of running
+whole unit into one SQL statement on PostgreSQL (``runs.engine.runtime.unit_sql``) instead of running
 each through the ORM. Closures stay legal; a unit that holds one takes the ORM path.
 """
 from __future__ import annotations

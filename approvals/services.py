@@ -24,7 +24,7 @@ from ledger.models import ToolCall
 from ledger.sealed import seal, unseal
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine.events import NewEvent, result_event
+from runs.engine.runtime.events import NewEvent, result_event
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import TERMINAL, RunStatus, WaitKind
@@ -207,8 +207,8 @@ def _rejected_result(call: ToolCall, reason: str, who: str, category: str = "rej
 
 def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who: str) -> None:
     """Append the decision and put a run waiting for approval back in the queue."""
-    from runs.engine.events import event_append
-    from runs.engine.transition import run_transition
+    from runs.engine.runtime.events import event_append
+    from runs.engine.runtime.transition import run_transition
     from runs.services import run_enqueue
 
     if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL:
@@ -221,7 +221,7 @@ def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who:
 
 
 def _mark_stale(a: Approval, run: Run, why: str) -> None:
-    from runs.engine.events import event_append
+    from runs.engine.runtime.events import event_append
 
     approval_transition(a, ApprovalStatus.STALE, reason=why)
     if run.status not in TERMINAL:
@@ -232,9 +232,9 @@ def _mark_stale(a: Approval, run: Run, why: str) -> None:
 
 def _block_if_stuck(run: Run, detail: str, a: Approval) -> None:
     """Block a run left waiting for approvals nobody can give any more (an operator decides)."""
-    from runs.engine.attention import attention_fields, block_reason
-    from runs.engine.snapshots import load_state
-    from runs.engine.transition import run_transition
+    from runs.engine.runtime.attention import attention_fields, block_reason
+    from runs.engine.runtime.snapshots import load_state
+    from runs.engine.runtime.transition import run_transition
 
     waiting = run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL
     if not waiting or Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists():
@@ -283,7 +283,7 @@ def _expire_cancel(a: Approval, run: Run) -> None:
 
 
 def _expire_rerequest(a: Approval, run: Run) -> None:
-    from runs.engine.events import event_append
+    from runs.engine.runtime.events import event_append
 
     spec = _spec(run, a.tool)
     window = dt.timedelta(seconds=spec.approval_expiry_s) if spec else a.expires_at - a.created_at
@@ -302,7 +302,7 @@ def _expire_rerequest(a: Approval, run: Run) -> None:
 
 
 def _expire_escalate(a: Approval, run: Run) -> None:
-    from runs.engine.events import event_append
+    from runs.engine.runtime.events import event_append
 
     a.escalated = True
     a.save(update_fields=["escalated"])

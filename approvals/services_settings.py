@@ -45,7 +45,7 @@ def budget_policy_save(*, form: ModelForm, actor: Any) -> Any:
 
 def model_price_save(*, form: ModelForm, actor: Any) -> Any:
     """Save a valid ModelPriceForm, audit it as ``settings.model_price``; workers see it soon."""
-    from runs.engine.prices import prices_forget
+    from runs.engine.runtime.prices import prices_forget
 
     obj = _settings_save(form=form, actor=actor, action="settings.model_price", label="model")
     prices_forget()  # this process at once; workers' caches expire within seconds

@@ -1,4 +1,4 @@
-"""Realistic event logs for benchmarks: the shapes runs/engine/reducer.py handles.
+"""Realistic event logs for benchmarks: the shapes runs/engine/core/reducer.py handles.
 
 A run is run.created, run.status (queued -> running), then steps; a step is step.started,
 2-5 tool turns (model.requested, model.replied with one tool call, tool.result with facts and

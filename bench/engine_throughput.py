@@ -43,7 +43,7 @@ def _start(n: int) -> list[str]:
 
 def _tick_all(run_ids: list[str], worker: str) -> list[float]:
     """Tick each run to the end; return the time of each unit (one step each)."""
-    from runs.engine import loop
+    from runs.engine.runtime import loop
 
     unit_times: list[float] = []
     real_unit = loop.unit

@@ -31,7 +31,7 @@ def main() -> None:
     django_boot()
     from django.db import connection
 
-    from runs.engine import loop
+    from runs.engine.runtime import loop
     from runs.services import run_start
 
     run = run_start(agent="bench-chatty", goal="chat", input={"steps": STEPS})

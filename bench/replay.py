@@ -36,10 +36,10 @@ def _timed(fn, rounds: int) -> tuple[list[float], object]:
 
 def measure(run_id: object) -> dict[str, object]:
     """Return the replay figures for the run ``run_id``."""
-    from runs.engine import reducer
-    from runs.engine.events import event_tail
-    from runs.engine.jsonstate import canonical_json
-    from runs.engine.snapshots import replay_state
+    from runs.engine.core import reducer
+    from runs.engine.runtime.events import event_tail
+    from agentops.jsonstate import canonical_json
+    from runs.engine.runtime.snapshots import replay_state
 
     events = event_tail(run_id, 0)
     n = len(events)

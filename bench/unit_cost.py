@@ -41,7 +41,7 @@ def _measure(name: str, options: dict) -> dict:
     from agentops.agents import Agent, StepSpec, registry
     from agentops.llm.scripted import ScriptedModel, call, say
     from agentops.tools import ToolResult, tool
-    from runs.engine.loop import run_tick
+    from runs.engine.runtime.loop import run_tick
     from runs.services import run_start
 
     spec = tool(lambda ctx, i: ToolResult(facts={"i": i}, summary="ok"), name=f"t_{name}",

@@ -5,7 +5,7 @@ import hashlib
 from typing import Any
 
 from agentops.redaction import marker
-from runs.engine.jsonstate import canonical_json
+from agentops.jsonstate import canonical_json
 
 
 def args_hash(args: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ class ToolCall(models.Model):
     # (run, status) below serves lookups by run: no separate FK index on the insert path.
     # No database FK check on the three hottest inserts (events, ledger rows, attempts; each
     # cost ~13% of PostgreSQL's time per step, measured): their rows are written only in
-    # the statement that updates and locks their run (runs.engine.unit_sql: every INSERT
+    # the statement that updates and locks their run (runs.engine.runtime.unit_sql: every INSERT
     # selects FROM that UPDATE) or in an ORM transaction on an existing run, and runs are
     # deleted through the ORM, which cascades (tests/runs/test_unit_sql.py checks both).
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="ledger",

@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.errors import InvalidInput
-from runs.engine.jsonstate import canonical_json
+from agentops.jsonstate import canonical_json
 from runs.errors import RunError
 
 _SCHEME = "hmac-sha256"

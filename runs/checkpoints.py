@@ -45,11 +45,11 @@ from agentops.agents import Agent, registry
 from ledger.secrets import run_secrets
 from runs import checkpoint_trust as trust
 from runs.checkpoint_trust import CheckpointRejected
-from runs.engine.context import context_build
-from runs.engine.events import NewEvent, event_append
-from runs.engine.jsonstate import canonical_json, check_json
-from runs.engine.session import state_projection
-from runs.engine.snapshots import load_state, migrate_state, snapshot_build
+from runs.engine.core.context import context_build
+from runs.engine.runtime.events import NewEvent, event_append
+from agentops.jsonstate import canonical_json, check_json
+from runs.engine.runtime.session import state_projection
+from runs.engine.runtime.snapshots import load_state, migrate_state, snapshot_build
 from runs.errors import UnknownAgent, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run, Step

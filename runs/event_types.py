@@ -1,6 +1,6 @@
 """Every event type a run's log may hold, and whether the reducer folds it into the state.
 
-An event type is either REDUCED (runs.engine.reducer has a handler that changes the state)
+An event type is either REDUCED (runs.engine.core.reducer has a handler that changes the state)
 or AUDIT_ONLY (a fact for people and the console: it never changes what the engine does).
 ``NewEvent`` refuses a type that is not here, so a new type cannot be emitted before it is
 declared; tests/runs/test_event_types.py walks this table against the reducer's handlers.

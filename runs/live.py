@@ -1,6 +1,6 @@
 """Push committed run changes to open console pages through the Channels layer.
 
-Every commit that touches a run goes through ``runs.engine.events._append``, which calls
+Every commit that touches a run goes through ``runs.engine.runtime.events._append``, which calls
 ``live_run_changed``; operator actions call ``live_publish`` with who did what. Messages are
 sent after the transaction commits (``transaction.on_commit``), never for a rolled-back change.
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from agentops.agents import registry
 from agentops.errors import AgentOpsError
-from runs.engine.exceptions import exception_what, exceptions_resolve
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.exceptions import exception_what, exceptions_resolve
+from runs.engine.runtime.snapshots import load_state
 from runs.errors import UnknownAgent
 from runs.models import Run
 

@@ -229,8 +229,8 @@ def run_children(*, run: Run, limit: int = 50) -> list[Run]:
 
 def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
     """Return what keeps ``run`` from a clean success: final once it ended, else so far."""
-    from runs.engine.exceptions import exceptions_resolve
-    from runs.engine.snapshots import load_state
+    from runs.engine.runtime.exceptions import exceptions_resolve
+    from runs.engine.runtime.snapshots import load_state
     from runs.statuses import TERMINAL
 
     if run.status in TERMINAL:

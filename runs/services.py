@@ -6,10 +6,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentops.agents import registry
-from runs.engine.budgets import budget_defaults
-from runs.engine.events import NewEvent, event_append
-from runs.engine.jsonstate import check_json, sha256_json
-from runs.engine.transition import run_transition
+from runs.engine.runtime.budgets import budget_defaults
+from runs.engine.runtime.events import NewEvent, event_append
+from agentops.jsonstate import check_json, sha256_json
+from runs.engine.runtime.transition import run_transition
 from runs.errors import IdempotencyConflict
 from runs.event_types import EventType
 from runs.models import Run, Step

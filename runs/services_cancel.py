@@ -36,7 +36,7 @@ def _calls_close(run: Run) -> None:
             toolcall_update(call, TC.CANCELLED, finished_at=now, not_before=None)()
             continue
         # A call in flight may have happened: say so. If its worker is alive, its late
-        # result (runs.engine.parking) overwrites this with what really happened.
+        # result (runs.engine.runtime.parking) overwrites this with what really happened.
         toolcall_update(call, TC.UNKNOWN, error_class="cancelled_in_flight",
                         error="the run was cancelled while this call was in flight")()
         ToolAttempt.objects.filter(tool_call=call, status=TC.RUNNING).update(

@@ -13,11 +13,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentops.errors import Conflict, InvalidInput
-from runs.engine.events import NewEvent, event_append
-from runs.engine.jsonstate import check_json
-from runs.engine.session import state_projection
-from runs.engine.snapshots import load_state, snapshot_build
-from runs.engine.waits import signal_deliver
+from runs.engine.runtime.events import NewEvent, event_append
+from agentops.jsonstate import check_json
+from runs.engine.runtime.session import state_projection
+from runs.engine.runtime.snapshots import load_state, snapshot_build
+from runs.engine.runtime.waits import signal_deliver
 from runs.errors import RunError
 from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step

@@ -32,8 +32,8 @@ def tick_run(run_id: str) -> str:
     A tick that yielded to a recovered run takes that run here and now: the q2 queue may
     hold it behind many others, or in a dead worker's prefetch.
     """
-    from runs.engine.loop import run_tick
-    from runs.engine.transition import run_urgent_waiting
+    from runs.engine.runtime.loop import run_tick
+    from runs.engine.runtime.transition import run_urgent_waiting
 
     outcome = run_tick(run_id, worker=worker_name())
     if outcome in ("slice_ended", "yielded"):

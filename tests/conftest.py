@@ -70,7 +70,7 @@ def engine(settings):
 
 def drive(run, *, max_ticks: int = 50) -> str:
     """Tick ``run`` in-process until it leaves queued/running; return its final status."""
-    from runs.engine.loop import run_tick
+    from runs.engine.runtime.loop import run_tick
 
     for _ in range(max_ticks):
         run.refresh_from_db()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.models import Run
 
 

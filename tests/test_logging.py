@@ -40,7 +40,7 @@ def log_lines():
 
 def test_every_json_line_carries_the_run_ids(log_lines):
     run_id = uuid.uuid4()
-    log = logging.getLogger("runs.engine.loop")
+    log = logging.getLogger("runs.engine.runtime.loop")
     with run_log_context(run_id=run_id, step="fetch"):
         log.info("step started")
         with run_log_context(turn=3, tool_call_id="tc_abc", attempt=2):
@@ -53,7 +53,7 @@ def test_every_json_line_carries_the_run_ids(log_lines):
     assert started["tool_call_id"] is None and started["attempt"] is None
     assert timed_out == {**timed_out, "run_id": str(run_id), "step": "fetch", "turn": 3,
                          "tool_call_id": "tc_abc", "attempt": 2, "level": "WARNING",
-                         "logger": "runs.engine.loop", "message": "tool timed out after 30s"}
+                         "logger": "runs.engine.runtime.loop", "message": "tool timed out after 30s"}
     assert "timestamp" in timed_out
     assert done["turn"] is None and done["tool_call_id"] is None  # inner block was left
     assert all(outside[k] is None for k in ("run_id", "step", "turn", "tool_call_id", "attempt"))

@@ -159,7 +159,7 @@ def _live_key(key: str) -> str:
 
 def run_drive(run: Run, *, max_ticks: int = 200) -> str:
     """Tick ``run`` in this process until it stops being runnable; return its status."""
-    from runs.engine.loop import run_tick
+    from runs.engine.runtime.loop import run_tick
 
     for _ in range(max_ticks):
         run.refresh_from_db()

@@ -39,7 +39,7 @@ class FailureClass(StrEnum):
     TIMER_WAIT = "timer_wait"
 
 
-# Engine error category (runs.engine.policy / ledger.errors) -> failure class.
+# Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
 _CATEGORY = {
     "invalid_output": FailureClass.INVALID_OUTPUT, "invalid_arguments": FailureClass.INVALID_OUTPUT,
     "loop": FailureClass.LOOP, "stall": FailureClass.STALL, "turn_limit": FailureClass.TURN_LIMIT,

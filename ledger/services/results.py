@@ -15,7 +15,7 @@ from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
-from runs.engine.jsonstate import check_json, strip_nul
+from agentops.jsonstate import check_json, strip_nul
 from runs.errors import NotJSONSerializable
 
 

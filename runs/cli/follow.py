@@ -105,7 +105,7 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
 
 
 def _tick_inline(run: Run, worker: str) -> None:
-    from runs.engine.loop import run_tick
+    from runs.engine.runtime.loop import run_tick
     from runs.sweeper import sweep_once
 
     if run.status == RunStatus.QUEUED:

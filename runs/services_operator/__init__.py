@@ -1,7 +1,7 @@
 """Run services for people resolving runs; the operator actions in approvals.actions call these.
 
 Each service locks the run, checks the action applies to it, appends the events that say what
-changed (runs.engine.reducer knows them), updates the ledger in the same transaction, and puts
+changed (runs.engine.core.reducer knows them), updates the ledger in the same transaction, and puts
 the run back in the queue.
 """
 from runs.services_operator.budget import run_raise_budget, run_resume

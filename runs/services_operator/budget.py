@@ -7,9 +7,9 @@ from typing import Any
 from agentops import clock
 from agentops.errors import InvalidInput
 from approvals.errors import ActionNotApplicable
-from runs.engine.budgets import budget_exhausted
-from runs.engine.events import NewEvent, event_append
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.budgets import budget_exhausted
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.snapshots import load_state
 from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator import rules

@@ -8,12 +8,12 @@ from typing import Any
 from django.db import transaction
 
 from approvals.errors import ActionNotApplicable
-from runs.engine import reducer
-from runs.engine.events import NewEvent
-from runs.engine.session import state_projection
-from runs.engine.snapshots import load_state
-from runs.engine.steps import step_rows_writers, step_statuses
-from runs.engine.transition import run_transition
+from runs.engine.core import reducer
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.session import state_projection
+from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.steps import step_rows_writers, step_statuses
+from runs.engine.runtime.transition import run_transition
 from runs.models import Run
 from runs.services_operator.rules import ROLLBACK_OWNER, rollback_refusal, status_refusal
 from runs.statuses import RunStatus

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from agentops import clock
-from runs.engine import reducer
-from runs.engine.events import NewEvent
-from runs.engine.exceptions import exceptions_resolve, unknown_calls
-from runs.engine.transition import run_transition
+from runs.engine.core import reducer
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.exceptions import exceptions_resolve, unknown_calls
+from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run
 from runs.services_cancel import run_cancel_writes

@@ -12,10 +12,10 @@ from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine.calls import result_event
-from runs.engine.events import NewEvent
-from runs.engine.jsonstate import check_json
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.calls import result_event
+from runs.engine.runtime.events import NewEvent
+from agentops.jsonstate import check_json
+from runs.engine.runtime.snapshots import load_state
 from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator import rules

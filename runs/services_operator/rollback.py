@@ -28,10 +28,10 @@ from ledger.services.execute import call_secrets_of
 from ledger.services.record import toolcall_update
 from ledger.statuses import DONE_OK
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine import reducer
-from runs.engine.events import NewEvent, event_append
-from runs.engine.snapshots import load_state, snapshot_build
-from runs.engine.transition import run_transition
+from runs.engine.core import reducer
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.snapshots import load_state, snapshot_build
+from runs.engine.runtime.transition import run_transition
 from runs.errors import UnknownAgent
 from runs.event_types import EventType
 from runs.models import Event, Run

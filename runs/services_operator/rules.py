@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runs.engine.budgets import budget_exhausted
+from runs.engine.runtime.budgets import budget_exhausted
 from runs.models import Run
 from runs.statuses import TERMINAL, BlockReason, RunStatus
 

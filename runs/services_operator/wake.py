@@ -7,7 +7,7 @@ from agentops import clock
 from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine.events import NewEvent
+from runs.engine.runtime.events import NewEvent
 from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator.common import actor_name, requeue, run_locked

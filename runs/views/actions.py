@@ -164,8 +164,8 @@ def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
     run = _detail(run_id).run
     from agentops.agents import registry
     from agentops.errors import AgentOpsError
-    from runs.engine.context import context_build
-    from runs.engine.snapshots import load_state
+    from runs.engine.core.context import context_build
+    from runs.engine.runtime.snapshots import load_state
 
     try:
         messages_ = context_build(load_state(run.pk), registry.get(run.agent_name,

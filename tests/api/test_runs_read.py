@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.models import Run, Signal, Snapshot, Step
 from tests.api.conftest import assert_error
 from tests.factories import make_run

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 from approvals.models import Intervention
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.models import Run, Signal
 from tests.api.conftest import assert_error
 from tests.factories import make_run

@@ -8,7 +8,7 @@ from approvals.actions import ACTIONS
 from approvals.errors import ActionNotApplicable
 from approvals.models import Intervention
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.approvals.conftest import agent, blocked_run, budget_run, unknown_run

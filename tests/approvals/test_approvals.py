@@ -14,7 +14,7 @@ from approvals.errors import ActionNotApplicable, AlreadyDecided, NotAllowed, St
 from approvals.models import Approval, Intervention
 from approvals.services import approval_decide, approval_expire, approvals_expire_due
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.snapshots import load_state
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.approvals.conftest import agent, approval_run

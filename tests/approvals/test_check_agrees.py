@@ -12,7 +12,7 @@ from agentops.errors import AgentOpsError
 from approvals.actions import RUN_ACTIONS
 from approvals.errors import NotAllowed
 from approvals.models import Intervention
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.statuses import RunStatus
 from tests.console_factories import make_attention_run
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.recommend import recommend_run
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.snapshots import load_state
 from tests.approvals.conftest import blocked_run
 
 

@@ -17,7 +17,7 @@ from agentops.llm.scripted import ScriptedModel
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS, action_for, actions_for
 from approvals.actions.params import params_fields
 from approvals.errors import UnknownAction
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.models import Run
 from runs.statuses import RunStatus
 from tests.console_factories import client_for, make_attention_run

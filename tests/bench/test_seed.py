@@ -6,8 +6,8 @@ from django.db.models import Count, Max, Min
 
 from approvals.models import Approval
 from bench.seed import seed
-from runs.engine import reducer
-from runs.engine.events import event_tail
+from runs.engine.core import reducer
+from runs.engine.runtime.events import event_tail
 from runs.models import Event, Run
 from runs.statuses import ATTENTION
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
 from runs.statuses import ATTENTION, TERMINAL
 

@@ -45,8 +45,8 @@ with override_settings(STORAGES=storages, AGENTOPS_ENQUEUE_TICKS=False, AGENTOPS
     from agentops.llm.scripted import ScriptedModel, call, say
     from agentops.tools import ToolResult, tool
     from ledger.models import Artifact, ToolCall
-    from runs.engine.loop import run_tick
-    from runs.engine.snapshots import load_state
+    from runs.engine.runtime.loop import run_tick
+    from runs.engine.runtime.snapshots import load_state
     from runs.services import run_start
 
     @tool(effect="read")

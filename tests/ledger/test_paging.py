@@ -7,8 +7,8 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolCall
-from runs.engine.context import context_build
-from runs.engine.snapshots import load_state
+from runs.engine.core.context import context_build
+from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
 from tests.conftest import drive
 

@@ -14,8 +14,8 @@ from ledger.artifacts import _path as artifact_path
 from ledger.artifacts import artifact_put
 from ledger.models import Artifact, ToolAttempt, ToolCall
 from ledger.retention import events_prune
-from runs.engine.events import NewEvent, event_append
-from runs.engine.snapshots import load_state, snapshot_build
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.snapshots import load_state, snapshot_build
 from runs.models import Event, Run, Snapshot
 from runs.statuses import RunStatus
 from tests.factories import make_run

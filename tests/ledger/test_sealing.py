@@ -13,7 +13,7 @@ from approvals.models import Approval
 from approvals.services import approval_decide
 from ledger.models import ToolCall
 from ledger.sealed import seal, unseal
-from runs.engine.jsonstate import canonical_json
+from agentops.jsonstate import canonical_json
 from runs.services import run_start
 from tests import secret_agents
 from tests.conftest import drive

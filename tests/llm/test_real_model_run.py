@@ -13,8 +13,8 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.demo import tools
 from agentops.llm.openai_compat import OpenAICompatClient
 from ledger.models import ToolCall
-from runs.engine.context import context_build
-from runs.engine.snapshots import load_state
+from runs.engine.core.context import context_build
+from runs.engine.runtime.snapshots import load_state
 from runs.models import Event
 from runs.services import run_start
 from runs.statuses import RUNNABLE

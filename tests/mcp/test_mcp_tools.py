@@ -20,7 +20,7 @@ from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.mcp_tools import McpServer, mcp_tools, mcp_tools_from_settings
 from approvals.models import Approval
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
 from tests.conftest import drive
 

@@ -5,8 +5,8 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolCall
-from runs.engine.loop import run_tick
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
 from runs.services import run_cancel, run_start
 from tests.conftest import drive

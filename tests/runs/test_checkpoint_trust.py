@@ -17,7 +17,7 @@ from agentops.llm.scripted import call, say
 from ledger.models import ToolCall
 from runs import checkpoint_trust as trust
 from runs.checkpoints import CheckpointRejected, checkpoint_export, checkpoint_import
-from runs.engine.jsonstate import canonical_json
+from agentops.jsonstate import canonical_json
 from runs.management.commands.agentops import Command
 from runs.models import Run
 from runs.services import run_start

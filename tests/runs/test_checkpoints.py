@@ -8,7 +8,7 @@ import pytest
 from agentops.llm.scripted import call, say
 from runs import checkpoints
 from runs.checkpoints import CheckpointRejected, checkpoint_export, checkpoint_import
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Snapshot
 from runs.services import run_start
 from tests.conftest import drive

@@ -8,8 +8,8 @@ import pytest
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from ledger.models import ToolCall
-from runs.engine.context import context_build
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.core.context import context_build
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Step
 from runs.services import run_start
 from tests.conftest import drive

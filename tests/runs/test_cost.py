@@ -7,7 +7,7 @@ from django.urls import reverse
 from agentops.llm.protocol import ModelReply, Usage
 from agentops.pricing import prices_from_setting
 from approvals.models import Intervention
-from runs.engine.prices import prices_forget
+from runs.engine.runtime.prices import prices_forget
 from runs.services import run_start
 from tests.conftest import drive
 from tests.console_factories import client_for, make_role_users

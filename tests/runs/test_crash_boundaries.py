@@ -9,13 +9,13 @@ import datetime as dt
 import pytest
 
 from ledger.models import ToolCall
-from runs.engine import session as session_mod
-from runs.engine.recovery import runs_recover_expired
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime import session as session_mod
+from runs.engine.runtime.recovery import runs_recover_expired
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.errors import RunControl
 from runs.models import Event, Run
 from runs.services import run_start
-from runs.engine.waits import timers_wake
+from runs.engine.runtime.waits import timers_wake
 from tests.conftest import drive
 from tests.runs.waits_helpers import later
 

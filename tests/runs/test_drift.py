@@ -4,9 +4,9 @@ import json
 import pytest
 
 from agentops.llm.scripted import ScriptedModel, call, say
-from runs.engine.context import context_build
-from runs.engine.drift import DRIFT_MARK, drift_reply
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.core.context import context_build
+from runs.engine.runtime.drift import DRIFT_MARK, drift_reply
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event
 from runs.services import run_start
 from tests.conftest import drive

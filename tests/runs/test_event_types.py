@@ -7,8 +7,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from runs.engine import reducer
-from runs.engine.events import NewEvent, event_append
+from runs.engine.core import reducer
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.errors import UnknownEventType
 from runs.event_types import AUDIT_ONLY, REDUCED, EventType
 from runs.models import Event
@@ -29,7 +29,7 @@ def test_every_type_the_code_emits_is_declared():
     for folder in ("runs", "ledger", "approvals", "agentops"):
         for path in (_ROOT / folder).rglob("*.py"):
             emitted |= set(_EMITTED.findall(path.read_text()))
-    emitted.add("tool.result")  # runs.engine.events.result_event
+    emitted.add("tool.result")  # runs.engine.runtime.events.result_event
     assert emitted, "found no emitters: the pattern is stale"
     assert emitted <= set(EventType.values), emitted - set(EventType.values)
 

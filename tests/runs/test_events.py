@@ -4,7 +4,7 @@ import threading
 import pytest
 from django.db import connection, connections
 
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.errors import LeaseLost, NotJSONSerializable
 from runs.models import Event, Run
 

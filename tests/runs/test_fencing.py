@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine.loop import run_tick
+from runs.engine.runtime.loop import run_tick
 from runs.models import Event, Run
 from runs.services import run_start
 

@@ -3,7 +3,7 @@ import pytest
 
 from agentops.errors import InvalidInput
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event
 from runs.services import run_fork, run_start
 from tests.conftest import drive

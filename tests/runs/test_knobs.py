@@ -11,7 +11,7 @@ from agentops.llm.protocol import RateLimited
 from agentops.llm.scripted import fail_then
 from ledger.models import Artifact, ToolAttempt, ToolCall
 from ledger.retention import events_prune
-from runs.engine.transition import run_claim
+from runs.engine.runtime.transition import run_claim
 from runs.models import BudgetPolicy, Run
 from runs.services import run_start
 from runs.sweeper import sweep_once

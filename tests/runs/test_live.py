@@ -13,7 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from agentops.routing import websocket_urlpatterns
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.services import run_cancel
 from tests.console_factories import client_for, make_attention_run, make_role_users
 from tests.factories import make_run

@@ -2,7 +2,7 @@
 import pytest
 
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.services import run_start
 from tests.conftest import drive
 

@@ -16,9 +16,9 @@ from approvals.actions import ACTIONS
 from approvals.models import Approval, Intervention
 from ledger.errors import ToolPermissionDenied
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine import session as session_mod
-from runs.engine.recovery import runs_recover_expired
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime import session as session_mod
+from runs.engine.runtime.recovery import runs_recover_expired
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.errors import RunControl
 from runs.models import Event, Run
 from runs.services import run_cancel, run_start

@@ -4,7 +4,7 @@ import pytest
 from agentops.llm import protocol as p
 from agentops.llm.scripted import call, fail_then, say
 from ledger import errors as le
-from runs.engine.policy import POLICY, backoff_delay
+from runs.engine.core.policy import POLICY, backoff_delay
 from runs.models import Event
 from runs.services import run_start
 from tests.conftest import drive

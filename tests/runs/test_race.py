@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from runs.engine.loop import run_tick
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
 from runs.statuses import ATTENTION, TERMINAL
 from runs.sweeper import sweep_once

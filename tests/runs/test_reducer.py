@@ -4,9 +4,9 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runs.engine import reducer
-from runs.engine.events import NewEvent, event_append
-from runs.engine.snapshots import load_state, replay_state, snapshot_build
+from runs.engine.core import reducer
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.snapshots import load_state, replay_state, snapshot_build
 
 _text = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
 _call = st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "args": st.dictionaries(_text, st.integers(), max_size=2)})

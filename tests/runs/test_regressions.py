@@ -7,8 +7,8 @@ import pytest
 from agentops.llm.scripted import calls, say
 from ledger.artifacts import artifact_read
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine.context import MISSING_NOTE, context_build
-from runs.engine.snapshots import load_state
+from runs.engine.core.context import MISSING_NOTE, context_build
+from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
 from tests.conftest import drive
 
@@ -26,7 +26,7 @@ def test_parallel_completions_in_shuffled_order_map_to_the_right_ids(engine, mon
         outcomes = {i: real([jobs[i]], secrets)[0] for i in order}  # complete in shuffled order
         return [outcomes[i] for i in range(len(jobs))]
 
-    monkeypatch.setattr("runs.engine.toolrun.run_calls", shuffled)
+    monkeypatch.setattr("runs.engine.runtime.toolrun.run_calls", shuffled)
     items = ["a", "b", "c", "d", "e"]
     script = {"s": [calls(*[("lookup", {"item": i}) for i in items]), say("ok")]}
     engine.make_agent("par", script, plan=["s"])

@@ -6,8 +6,8 @@ import pytest
 from agentops.agents import Agent, StepSpec, registry
 from tests.replay_model import ReplayModel, recorded_results
 from agentops.tools import tool
-from runs.engine.jsonstate import canonical_json
-from runs.engine.snapshots import load_state
+from agentops.jsonstate import canonical_json
+from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
 from tests.conftest import drive
 

@@ -8,8 +8,8 @@ from agentops import clock
 from agentops.llm.scripted import call, say
 from approvals.models import Approval
 from ledger.models import ToolCall
-from runs.engine import session as session_mod
-from runs.engine.recovery import runs_recover_expired
+from runs.engine.runtime import session as session_mod
+from runs.engine.runtime.recovery import runs_recover_expired
 from runs.errors import RunControl
 from runs.models import Event, Run
 from runs.services import run_fork, run_start

@@ -5,7 +5,7 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel
 from agentops.tools import WaitForChildren, WaitForSignal, tool
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run, Signal
 from runs.services import run_cancel, run_signal, run_start
 from runs.sweeper import sweep_once

@@ -3,8 +3,8 @@ import datetime as dt
 
 import pytest
 
-from runs.engine import snapshots
-from runs.engine.snapshots import load_state, migrate_state, snapshot_build
+from runs.engine.runtime import snapshots
+from runs.engine.runtime.snapshots import load_state, migrate_state, snapshot_build
 from runs.errors import NotJSONSerializable, UnknownSchemaVersion
 from runs.models import Snapshot
 

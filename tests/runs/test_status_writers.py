@@ -10,8 +10,8 @@ from ledger.errors import IllegalToolCallTransition
 from ledger.models import ToolCall
 from ledger.services.limits import limits_admit
 from ledger.services.record import toolcall_update
-from runs.engine.events import NewEvent
-from runs.engine.steps import step_rows_writers, step_statuses
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.steps import step_rows_writers, step_statuses
 from runs.errors import IllegalTransition
 from tests.console_factories import make_approval, make_attention_run, make_tool_call
 

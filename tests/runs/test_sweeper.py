@@ -3,8 +3,8 @@ import pytest
 
 from approvals.models import Approval
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state, replay_state
-from runs.engine.transition import run_claim
+from runs.engine.runtime.snapshots import load_state, replay_state
+from runs.engine.runtime.transition import run_claim
 from runs.models import Event, Run, WorkerHeartbeat
 from runs.services import run_start
 from runs.sweeper import sweep_once

@@ -1,7 +1,7 @@
 """run_transition: legal moves change status with an event; illegal ones change nothing."""
 import pytest
 
-from runs.engine.transition import run_claim, run_transition
+from runs.engine.runtime.transition import run_claim, run_transition
 from runs.errors import IllegalTransition
 from runs.models import Event, Run
 from runs.statuses import RUN_TRANSITIONS, RunStatus

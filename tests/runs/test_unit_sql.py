@@ -8,8 +8,8 @@ from agentops.writes import RowsInsert, RowsUpdate
 from ledger.errors import DuplicateToolCall
 from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import attempts_insert, toolcalls_insert
-from runs.engine import unit_sql
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime import unit_sql
+from runs.engine.runtime.events import NewEvent, event_append
 from runs.errors import LeaseLost
 from runs.models import Event, Run, Step
 from runs.services import run_start
@@ -171,8 +171,8 @@ def test_a_lease_holder_renews_its_lease_every_third_of_the_ttl_not_every_unit(e
     import datetime as dt
 
     from agentops import clock
-    from runs.engine.loop import session_open
-    from runs.engine.transition import run_claim
+    from runs.engine.runtime.loop import session_open
+    from runs.engine.runtime.transition import run_claim
 
     settings.AGENTOPS_LEASE_TTL_S = 3.0
     start = clock.now()

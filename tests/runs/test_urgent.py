@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 
 from agentops import clock
-from runs.engine.recovery import runs_recover_expired
+from runs.engine.runtime.recovery import runs_recover_expired
 from runs.models import Event, Run
 from runs.services import run_start
 from runs.tasks import tick, worker_name

@@ -2,7 +2,7 @@
 import pytest
 
 from agentops.agents import registry
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event
 from runs.services import run_start
 from tests.conftest import drive

@@ -163,7 +163,7 @@ def test_pages_have_no_inline_script_style_or_handlers(users):
 
 def test_events_page_by_seq_and_filters(users):
     run = make_run()
-    from runs.engine.events import NewEvent, event_append
+    from runs.engine.runtime.events import NewEvent, event_append
 
     event_append(run=run, events=[NewEvent("run.note", {"i": i}, tool_call_id="tc_x" if i % 2
                                            else "") for i in range(70)])

@@ -12,7 +12,7 @@ from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.errors import ToolInvalidArguments
 from ledger.models import ToolCall
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
 from tests.conftest import drive
 

@@ -9,7 +9,7 @@ from agentops.llm.scripted import call, say
 from approvals.models import Approval
 from approvals.services import approvals_expire_due
 from ledger import errors as le
-from runs.engine.recovery import runs_recover_expired
+from runs.engine.runtime.recovery import runs_recover_expired
 from runs.models import Run
 from tests.triage.scenarios import press, reads, scenario, start
 from tests.triage.world import world

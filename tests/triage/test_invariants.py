@@ -21,7 +21,7 @@ from approvals.actions import ACTIONS
 from approvals.recommend import TABLE, Evidence, FailureClass, Situation, decide
 from approvals.recommend.advice import advice_for, can_press
 from approvals.roles import ALL_ROLES
-from runs.engine.policy import POLICY
+from runs.engine.core.policy import POLICY
 from runs.models import Run
 from runs.statuses import BlockReason, RunStatus
 

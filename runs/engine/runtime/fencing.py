@@ -1,6 +1,6 @@
 """Fencing: how long an attempt of a side effect may still be in flight, and its proof of lease.
 
-A write's attempt is opened by a fenced commit (runs.engine.session ``fence=True``: version
+A write's attempt is opened by a fenced commit (runs.engine.runtime.session ``fence=True``: version
 and lease owner checked in the statement that marks the attempt started, lease renewed in
 full). The worker then dispatches at once, so the call leaves the process before
 start + TTL, and the tool's timeout bounds it after that: its **hard deadline** is

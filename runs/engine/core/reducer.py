@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from runs.engine.outcome_state import exception_note, step_outcome
+from runs.engine.core.outcome_state import exception_note, step_outcome
 from runs.event_types import EventType
 
 State = dict[str, Any]
@@ -351,7 +351,7 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
     state["notes"] = (restored.get("notes", []) + [f"rolled back to event #{d['to_seq']}"])[-10:]
 
 
-# --- guards and checkpoint files (runs/engine/drift.py, selfcheck.py, runs/checkpoints.py) ---
+# --- guards and checkpoint files (runs/engine/runtime/drift.py, selfcheck.py, runs/checkpoints.py) ---
 
 
 @_on(EventType.GUARD_DRIFT_SCORED)

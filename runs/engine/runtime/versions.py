@@ -8,8 +8,8 @@ blocks with ``version_mismatch``.
 from __future__ import annotations
 
 from agentops.agents import Agent, registry
-from runs.engine.events import NewEvent, event_append
-from runs.engine.snapshots import load_state
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.snapshots import load_state
 from runs.event_types import EventType
 from runs.models import Run
 

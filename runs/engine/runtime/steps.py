@@ -11,7 +11,7 @@ from typing import Any
 
 from agentops import clock
 from agentops.writes import RowsUpdate
-from runs.engine.events import NewEvent
+from runs.engine.runtime.events import NewEvent
 from runs.errors import IllegalTransition
 from runs.event_types import EventType
 from runs.models import Step

@@ -1,6 +1,6 @@
 """Leases: renew a worker's hold on a run while a long tool call runs, and notice losing it.
 
-The claim itself is runs.engine.transition.run_claim; every engine write carries the version
+The claim itself is runs.engine.runtime.transition.run_claim; every engine write carries the version
 it last saw. Renewal only pushes ``lease_expires_at`` forward and does not bump the version,
 so the worker's next commit still matches. A lost lease (the run was cancelled, or a sweeper
 re-queued it and another worker took it) makes renewal return False and sets the tools'

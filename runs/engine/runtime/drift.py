@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentops.llm.protocol import ModelClient, ModelError, ModelReply, Usage
-from runs.engine.events import NewEvent
-from runs.engine.outcomes import block
-from runs.engine.session import RunSession
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.outcomes import block
+from runs.engine.runtime.session import RunSession
 from runs.event_types import EventType
 
 DEFAULT_THRESHOLD = 0.5

@@ -2,7 +2,7 @@
 
 Reads run straight away (a crash just runs them again). Every write is fenced first: its
 attempt is marked ``running`` in a commit that checks this worker still holds the lease
-(runs.engine.fencing), so a dead or paused worker's call is recognised on recovery and
+(runs.engine.runtime.fencing), so a dead or paused worker's call is recognised on recovery and
 repeated (idempotent), probed once it can no longer be in flight, or reported as unknown;
 never silently repeated.
 """
@@ -28,21 +28,21 @@ from ledger.services.record import (
     toolcalls_insert,
 )
 from ledger.statuses import ToolCallStatus as S
-from runs.engine import telemetry
-from runs.engine.budgets import budget_exhausted
-from runs.engine.events import NewEvent
-from runs.engine.fencing import attempt_started, hard_deadline
-from runs.engine.leases import heartbeat_for, lease_kept
-from runs.engine.outcomes import block, go_unknown, wait
-from runs.engine.parking import (
+from runs.engine.runtime import telemetry
+from runs.engine.runtime.budgets import budget_exhausted
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.fencing import attempt_started, hard_deadline
+from runs.engine.runtime.leases import heartbeat_for, lease_kept
+from runs.engine.runtime.outcomes import block, go_unknown, wait
+from runs.engine.runtime.parking import (
     late_results_record,
     limits_gate,
     park_commit,
     parkable,
     parked_settlement,
 )
-from runs.engine.session import RunSession
-from runs.engine.settle import Settlement, settle
+from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.settle import Settlement, settle
 from runs.errors import LeaseLost
 from runs.event_types import EventType
 

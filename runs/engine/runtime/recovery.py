@@ -6,10 +6,11 @@ from typing import Any
 from django.db import connection, transaction
 
 from agentops import clock
-from runs.engine import reducer, telemetry
-from runs.engine.attention import attention_fields, block_reason
-from runs.engine.events import NewEvent
-from runs.engine.transition import run_transition
+from runs.engine.core import reducer
+from runs.engine.runtime import telemetry
+from runs.engine.runtime.attention import attention_fields, block_reason
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.transition import run_transition
 from runs.errors import IllegalTransition
 from runs.event_types import EventType
 from runs.models import Run
@@ -87,7 +88,7 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
                                expected_version=run.version)
                 telemetry.run_recovered(run_id, count, owner, blocked=True)
                 return False
-            # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.loop).
+            # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.runtime.loop).
             run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
                            fields={"recoveries": count, "urgent": True},
                            expected_version=run.version)
@@ -102,7 +103,7 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
 
 def _state_or_empty(run: Run) -> dict[str, Any]:
     """Return the run's state for its recommendation (progress); empty if it cannot load."""
-    from runs.engine.snapshots import load_state
+    from runs.engine.runtime.snapshots import load_state
     from runs.errors import UnknownSchemaVersion
 
     try:

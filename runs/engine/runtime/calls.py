@@ -15,8 +15,8 @@ from ledger.models import ToolCall
 from ledger.sealed import seal
 from ledger.services.record import toolcall_move, toolcalls_insert
 from ledger.statuses import DONE_OK, REDOABLE, ToolCallStatus
-from runs.engine.events import NewEvent, result_event
-from runs.engine.session import RunSession
+from runs.engine.runtime.events import NewEvent, result_event
+from runs.engine.runtime.session import RunSession
 
 
 @dataclass

@@ -18,18 +18,19 @@ from agentops.agents import registry
 from agentops.observability.logging import run_log_context
 from ledger.secrets import run_secrets
 from ledger.services.limits import limits_load
-from runs.engine import reducer, telemetry
-from runs.engine.attention import attention_fields, block_reason
-from runs.engine.events import NewEvent
-from runs.engine.exceptions import run_exceptions_at_end
-from runs.engine.model_turn import PLAN_STEP, model_turn
-from runs.engine.outcomes import block
-from runs.engine.selfcheck import session_checked
-from runs.engine.session import RunSession
-from runs.engine.snapshots import load_state
-from runs.engine.toolrun import tool_phase
-from runs.engine.transition import run_claim, run_transition, run_urgent_waiting
-from runs.engine.versions import agent_migrate
+from runs.engine.core import reducer
+from runs.engine.runtime import telemetry
+from runs.engine.runtime.attention import attention_fields, block_reason
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.exceptions import run_exceptions_at_end
+from runs.engine.runtime.model_turn import PLAN_STEP, model_turn
+from runs.engine.runtime.outcomes import block
+from runs.engine.runtime.selfcheck import session_checked
+from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.toolrun import tool_phase
+from runs.engine.runtime.transition import run_claim, run_transition, run_urgent_waiting
+from runs.engine.runtime.versions import agent_migrate
 from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run

@@ -21,9 +21,9 @@ from agentops.tools import WaitForChildren, WaitForSignal, WaitRequest
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as S
-from runs.engine.calls import result_event
-from runs.engine.events import NewEvent
-from runs.engine.transition import run_transition
+from runs.engine.runtime.calls import result_event
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run, Signal
 from runs.statuses import ATTENTION, COMPLETED, TERMINAL, RunStatus, WaitKind

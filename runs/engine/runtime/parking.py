@@ -18,11 +18,11 @@ from ledger.services.limits import limit_values, limits_admit
 from ledger.services.record import toolcall_move, toolcall_update
 from ledger.statuses import ToolCallStatus as S
 from ledger.statuses import toolcall_can_move
-from runs.engine.events import NewEvent, event_append
-from runs.engine.outcomes import wait
-from runs.engine.session import RunSession
-from runs.engine.settle import Settlement
-from runs.engine.waits import Parked, park_request, signal_available, signal_consume, signal_events
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.outcomes import wait
+from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.settle import Settlement
+from runs.engine.runtime.waits import Parked, park_request, signal_available, signal_consume, signal_events
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus

@@ -19,11 +19,12 @@ from agentops.agents import Agent
 from agentops.redaction import EMPTY, Secrets
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
-from runs.engine import reducer, telemetry
-from runs.engine.events import NewEvent, event_append, events_scrubbed, fields_scrubbed
-from runs.engine.snapshots import snapshot_build
-from runs.engine.steps import step_rows_writers, step_statuses
-from runs.engine.transition import run_transition
+from runs.engine.core import reducer
+from runs.engine.runtime import telemetry
+from runs.engine.runtime.events import NewEvent, event_append, events_scrubbed, fields_scrubbed
+from runs.engine.runtime.snapshots import snapshot_build
+from runs.engine.runtime.steps import step_rows_writers, step_statuses
+from runs.engine.runtime.transition import run_transition
 from runs.models import Run, Snapshot
 from runs.statuses import RunStatus, StepStatus
 
@@ -68,11 +69,11 @@ class RunSession:
     # Ledger rows this session wrote, by tool_call_id: the tool phase right after a reply
     # needs them, and reading back what we just inserted would cost a round trip per unit.
     calls: dict[str, Any] = field(default_factory=dict)
-    # Recent turns' model messages and fact lines (runs.engine.context), rebuilt on change.
+    # Recent turns' model messages and fact lines (runs.engine.core.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
     # The run's secrets (sealed arguments + configured), read once; calls sealed later add theirs.
     secrets: Secrets = EMPTY
-    # When each step this session started began (step latency, runs.engine.telemetry).
+    # When each step this session started began (step latency, runs.engine.runtime.telemetry).
     step_started: dict[str, dt.datetime] = field(default_factory=dict)
 
     def model(self) -> ModelClient:

@@ -11,8 +11,8 @@ from ledger.models import ToolAttempt, ToolCall
 from ledger.services.execute import Outcome
 from ledger.services.probe import probe_call
 from ledger.statuses import ToolCallStatus as S
-from runs.engine.events import NewEvent, result_event
-from runs.engine.outcomes import retry_delay
+from runs.engine.runtime.events import NewEvent, result_event
+from runs.engine.runtime.outcomes import retry_delay
 from runs.event_types import EventType
 
 

@@ -1,7 +1,7 @@
 """What a settled event means for a run's outcome: step completion marks and exceptions.
 
-Pure helpers of ``runs.engine.reducer`` (no I/O): a step's succeeded tools and fact keys, the
-tools a person rejected, and the exceptions a run will end with (``runs.engine.exceptions``
+Pure helpers of ``runs.engine.core.reducer`` (no I/O): a step's succeeded tools and fact keys, the
+tools a person rejected, and the exceptions a run will end with (``runs.engine.runtime.exceptions``
 turns them into the Run's list).
 """
 from __future__ import annotations

@@ -15,21 +15,21 @@ from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, ToolCall
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.paging import page_tools
-from runs.engine import context as ctx
-from runs.engine import telemetry
-from runs.engine.budgets import budget_exhausted
-from runs.engine.calls import PlannedCall, plan_calls
-from runs.engine.completion import Unmet, rejection_only, step_output, step_unmet
-from runs.engine.drift import drift_guard
-from runs.engine.events import NewEvent
-from runs.engine.jsonstate import strip_nul, unstorable_path
-from runs.engine.leases import lease_kept
-from runs.engine.outcomes import block, retry_later
-from runs.engine.prices import prices_load, reply_cost
-from runs.engine.session import RunSession
-from runs.engine.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
-from runs.engine.offer import tool_offer
-from runs.engine.toolrun import execute_reads_inline
+from runs.engine.core import context as ctx
+from runs.engine.runtime import telemetry
+from runs.engine.runtime.budgets import budget_exhausted
+from runs.engine.runtime.calls import PlannedCall, plan_calls
+from runs.engine.core.completion import Unmet, rejection_only, step_output, step_unmet
+from runs.engine.runtime.drift import drift_guard
+from runs.engine.runtime.events import NewEvent
+from agentops.jsonstate import strip_nul, unstorable_path
+from runs.engine.runtime.leases import lease_kept
+from runs.engine.runtime.outcomes import block, retry_later
+from runs.engine.runtime.prices import prices_load, reply_cost
+from runs.engine.runtime.session import RunSession
+from runs.engine.core.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
+from runs.engine.core.offer import tool_offer
+from runs.engine.runtime.toolrun import execute_reads_inline
 from runs.event_types import EventType
 from runs.live import live_text_sink
 

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from agentops import clock
 from agentops.redaction import Secrets
-from runs.engine.events import NewEvent, _append
+from runs.engine.runtime.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
 from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move

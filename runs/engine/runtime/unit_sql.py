@@ -114,7 +114,7 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
                owner: str = "") -> bool:
     """Write the unit in one statement; return False when the version check failed.
 
-    ``events`` are runs.engine.events.NewEvent, numbered from ``first_seq``. With ``owner``
+    ``events`` are runs.engine.runtime.events.NewEvent, numbered from ``first_seq``. With ``owner``
     the run must also still be leased to it (the fence before a side effect).
     """
     db = connections[DEFAULT_DB_ALIAS]

@@ -5,7 +5,7 @@ import hashlib
 from typing import Any
 
 from approvals.recommend import recommend_run
-from runs.engine.policy import rule_for
+from runs.engine.core.policy import rule_for
 from runs.statuses import RunStatus
 
 

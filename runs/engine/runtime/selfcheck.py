@@ -28,10 +28,10 @@ from ledger.artifacts import artifact_verify
 from ledger.errors import ArtifactCorrupted, ArtifactMissing
 from ledger.models import ToolCall
 from ledger.statuses import DONE_OK, OPEN, ToolCallStatus
-from runs.engine.events import NewEvent
-from runs.engine.outcomes import block
-from runs.engine.session import RunSession
-from runs.engine.snapshots import replay_state
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.outcomes import block
+from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.snapshots import replay_state
 from runs.event_types import EventType
 from runs.models import Event, Run
 

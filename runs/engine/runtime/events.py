@@ -17,8 +17,8 @@ from django.db import IntegrityError, connection, transaction
 from agentops import clock
 from agentops.redaction import Secrets
 from ledger.secrets import run_secrets
-from runs.engine import unit_sql
-from runs.engine.jsonstate import check_json
+from runs.engine.runtime import unit_sql
+from agentops.jsonstate import check_json
 from runs.errors import LeaseLost, RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
 from runs.live import live_run_changed
@@ -95,11 +95,11 @@ def event_append(
     lease holder stamps it with each lease renewal: an indexed column written on every unit
     would make every Run update touch all of the table's indexes). ``owner`` (with
     ``expected_version``) also requires ``lease_owner = owner``: the fence before a side
-    effect (runs.engine.toolrun).
+    effect (runs.engine.runtime.toolrun).
     """
     fields = dict(fields or {})
     if "status" in fields:
-        raise ValueError("status is written only by runs.engine.transition")
+        raise ValueError("status is written only by runs.engine.runtime.transition")
     if touch:
         fields.setdefault("updated_at", clock.now())
     return _append(run, list(events), expected_version, fields, list(also), secrets, owner)

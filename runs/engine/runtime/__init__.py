@@ -1,0 +1,1 @@
+"""Engine runtime: the worker tick, leases, commits, event appends, model and tool I/O, waits, recovery."""
