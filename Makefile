@@ -84,14 +84,17 @@ test-postgres:
 test-min:
 	bash scripts/test_min.sh
 
-# ruff (errors, unused imports/variables, stale noqa), vulture (unreachable code, unused
-# variables) and unwired.py (definitions only tests use) against its reviewed allow-list.
+# ruff (errors, unused imports/variables, stale noqa, imports inside functions), vulture
+# (unreachable code, unused variables), unwired.py (definitions only tests use) against its
+# reviewed allow-list, and lint-imports (each layer imports only the layers below it).
 lint: install
 	$(PHASE) "ruff" $(BIN)/ruff check .
 	$(PHASE) "vulture (certain dead code)" \
 		$(BIN)/vulture agentops runs ledger approvals --exclude '*/migrations/*' --min-confidence 100
 	$(PHASE) "unwired.py (production code that only tests use)" \
 		$(BIN)/python scripts/unwired.py --allow scripts/unwired_allow.txt .
+	$(PHASE) "lint-imports (layer contracts in pyproject.toml)" \
+		$(BIN)/lint-imports --no-logo
 
 # Regenerate the hashed lock from pyproject.toml (needs the package index).
 lock: $(BIN)/python

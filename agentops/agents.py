@@ -17,6 +17,7 @@ from agentops.llm.configured import model_from_settings
 from agentops.llm.protocol import ModelClient
 from agentops.tools import ToolSpec
 from runs.errors import UnknownAgent
+import jsonschema
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Agent:
         """Return the tool called ``name`` (or the built-in next_page), or None."""
         spec = self._tools.get(name)
         if spec is None and name == "next_page":
+            # Late: this SDK module is imported before Django is set up; the pager reads models.
             from ledger.services.paging import next_page_spec
 
             spec = self._tools[name] = next_page_spec(self)
@@ -149,8 +151,6 @@ def _check_completion(agent: str, plan: Sequence[StepSpec], tools: set[str]) -> 
             raise ValueError(f"agent {agent}: step {s.key} requires tools {unknown}, which "
                              f"the agent does not have (tools: {sorted(tools)})")
         if s.output_schema is not None:
-            import jsonschema
-
             try:
                 jsonschema.validators.validator_for(s.output_schema).check_schema(
                     s.output_schema)

@@ -22,6 +22,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from agentops.api_auth import API_AUTH, UserRateThrottle, docs_guard
 from agentops.errors import AgentOpsError
 from agentops.jsonstate import unstorable_path
+from approvals.api import keys_router, router as approvals_router
+from ledger.api import admin_router as ledger_admin_router, router as ledger_router
+from runs.api import admin_router as runs_admin_router, router as runs_router
 
 logger = logging.getLogger("agentops.api")
 
@@ -222,10 +225,6 @@ api = _build()
 
 
 def _mount() -> None:
-    from approvals.api import keys_router, router as approvals_router
-    from ledger.api import admin_router as ledger_admin_router, router as ledger_router
-    from runs.api import admin_router as runs_admin_router, router as runs_router
-
     api.add_router("/runs", runs_router)
     api.add_router("/tool-calls", ledger_router)
     api.add_router("/approvals", approvals_router)

@@ -18,6 +18,10 @@ from django.db.migrations.executor import MigrationExecutor
 
 from agentops import clock
 from agentops.proxies import trusted_proxies
+from agentops.observability.collectors import heartbeat_max_age_s
+from runs.models import WorkerHeartbeat
+import ipaddress
+import redis
 
 DEV_SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
 
@@ -69,9 +73,6 @@ def check_migrations() -> Check:
 
 def check_worker_heartbeat() -> Check:
     """Check at least one worker reported a heartbeat recently."""
-    from agentops.observability.collectors import heartbeat_max_age_s
-    from runs.models import WorkerHeartbeat
-
     max_age = heartbeat_max_age_s()
     try:
         latest = WorkerHeartbeat.objects.order_by("-seen_at").values_list("seen_at", flat=True)
@@ -184,8 +185,6 @@ def check_https() -> Check:
 
 def check_metrics_access() -> Check:
     """Check the /metrics allow list parses, and say who may scrape."""
-    import ipaddress
-
     allow = list(getattr(settings, "AGENTOPS_METRICS_ALLOW", ["127.0.0.1", "::1"]))
     bad = []
     for entry in allow:
@@ -210,7 +209,6 @@ def check_redis() -> Check:
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         return Check("redis", True, "REDIS_URL is not set: live updates stay in one process.")
-    import redis
 
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from agentops.doctor import readiness_checks
+from agentops.observability.collectors import DatabaseCollector
 from agentops.observability.metrics import metrics_exposition
 from agentops.proxies import client_ip
 
@@ -46,7 +47,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return HttpResponse("metrics are not available to this client\n", status=403,
                             content_type="text/plain")
     include_db = bool(getattr(settings, "AGENTOPS_METRICS_DB_GAUGES", True))
-    body = metrics_exposition(include_database=include_db)
+    body = metrics_exposition(extra=[DatabaseCollector()] if include_db else [])
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

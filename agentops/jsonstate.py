@@ -6,9 +6,24 @@ import json
 import math
 from typing import Any
 
-from runs.errors import NotJSONSerializable
+from agentops.errors import InvalidInput
 
 _SCALARS = (bool, int, type(None))
+
+
+class NotJSONSerializable(InvalidInput):
+    """State or event data holds a value that is not JSON; ``path`` names where."""
+
+    code = "not_json"
+
+    def __init__(self, path: str, type_name: str) -> None:
+        super().__init__(
+            f"value at {path} is a {type_name}, which is not JSON "
+            "(use str/int/float/bool/None/list/dict with string keys)",
+            path=path,
+            type=type_name,
+        )
+        self.path = path
 
 
 def check_json(value: Any, path: str = "$") -> None:

@@ -11,6 +11,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ledger.statuses import Effect, Reversibility
+from approvals.errors import ConfirmationRequired
 
 CONFIRM_WORD = "approve"
 HIGH_RISKS = frozenset({"high", "critical"})
@@ -67,8 +68,6 @@ def confirmation_error(approval: Any, typed: str) -> str:
 
 def confirmation_check(approval: Any, typed: str) -> None:
     """Raise ConfirmationRequired (422) unless ``typed`` confirms ``approval``."""
-    from approvals.errors import ConfirmationRequired
-
     error = confirmation_error(approval, typed)
     if error:
         raise ConfirmationRequired(error, approval=approval.pk)

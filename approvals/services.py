@@ -28,43 +28,17 @@ from runs.engine.runtime.events import NewEvent, result_event
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import TERMINAL, RunStatus, WaitKind
+from agentops.agents import registry
+from runs.errors import UnknownAgent
+from runs.engine.runtime.events import event_append
+from runs.engine.runtime.transition import run_transition
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.attention import attention_fields, block_reason
+from runs.engine.runtime.snapshots import load_state
+from runs.services import run_cancel
 
 # A run waiting for a person writes only a few events; this many means it moved on.
 STALE_AFTER_EVENTS = 100
-
-
-def approval_needed(spec: ToolSpec, args: dict[str, Any]) -> str:
-    """Return why a person must approve this call, or "" when no approval is needed."""
-    if spec.approval == "always":
-        return f"{spec.name} always needs approval"
-    if spec.approval == "policy" and spec.approval_policy is not None:
-        return spec.approval_policy(args) or ""
-    return ""
-
-
-def approval_build(*, run: Any, call: ToolCall, spec: ToolSpec, why: str,
-                   state: dict[str, Any]) -> Approval:
-    """Return an unsaved Approval for ``call``, bound to its arguments and the run's state."""
-    # An irreversible action nobody approved in time is never taken by default.
-    outcome = ExpiryOutcome.DENY if spec.reversibility == "irreversible" else spec.approval_on_expiry
-    return Approval(
-        run_id=run.pk, tool_call=call, tool=spec.name, proposed_args=call.args,
-        risk="high" if spec.reversibility == "irreversible" else "medium", why=why[:300],
-        state_seq=state["seq"], plan_version=state["plan_version"],
-        expires_at=clock.now() + dt.timedelta(seconds=spec.approval_expiry_s),
-        expiry_outcome=outcome,
-        # Whoever started the run asked for what it does: they may not approve it themselves.
-        requested_by_id=run.created_by_id,
-    )
-
-
-def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
-    """Return a writer inserting approval rows inside the unit's transaction."""
-
-    def write() -> None:
-        Approval.objects.bulk_create(rows)
-
-    return write
 
 
 def approval_lock(approval_id: int) -> Approval:
@@ -79,12 +53,6 @@ def approval_lock(approval_id: int) -> Approval:
             status=approval.status, decided_by=who,
         )
     return approval
-
-
-def approval_pending_for_run(run_id: Any) -> list[Approval]:
-    """Return the run's pending approvals."""
-    return list(Approval.objects.filter(run_id=run_id, status=ApprovalStatus.PENDING))
-
 
 
 def approval_decide(*, approval: Approval, user: Any, approve: bool, reason: str = "",
@@ -183,9 +151,6 @@ def _validated(run: Run, tool: str, args: Any) -> dict[str, Any]:
 
 
 def _spec(run: Run, tool: str) -> ToolSpec | None:
-    from agentops.agents import registry
-    from runs.errors import UnknownAgent
-
     try:
         return registry.get(run.agent_name, run.agent_version).tool(tool)
     except UnknownAgent:
@@ -207,10 +172,6 @@ def _rejected_result(call: ToolCall, reason: str, who: str, category: str = "rej
 
 def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who: str) -> None:
     """Append the decision and put a run waiting for approval back in the queue."""
-    from runs.engine.runtime.events import event_append
-    from runs.engine.runtime.transition import run_transition
-    from runs.services import run_enqueue
-
     if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL:
         ended = NewEvent(EventType.WAIT_ENDED, {"kind": WaitKind.APPROVAL, "by": who})
         run_transition(run, RunStatus.QUEUED, reason="approval_decided", actor=who,
@@ -221,8 +182,6 @@ def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who:
 
 
 def _mark_stale(a: Approval, run: Run, why: str) -> None:
-    from runs.engine.runtime.events import event_append
-
     approval_transition(a, ApprovalStatus.STALE, reason=why)
     if run.status not in TERMINAL:
         event_append(run=run, events=[NewEvent(EventType.APPROVAL_STALE, {
@@ -232,10 +191,6 @@ def _mark_stale(a: Approval, run: Run, why: str) -> None:
 
 def _block_if_stuck(run: Run, detail: str, a: Approval) -> None:
     """Block a run left waiting for approvals nobody can give any more (an operator decides)."""
-    from runs.engine.runtime.attention import attention_fields, block_reason
-    from runs.engine.runtime.snapshots import load_state
-    from runs.engine.runtime.transition import run_transition
-
     waiting = run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL
     if not waiting or Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists():
         return
@@ -276,15 +231,11 @@ def _expire_deny(a: Approval, run: Run) -> None:
 
 
 def _expire_cancel(a: Approval, run: Run) -> None:
-    from runs.services import run_cancel
-
     if run.status not in TERMINAL:
         run_cancel(run=run, actor=None, reason=f"approval for {a.tool} expired: {a.reason}")
 
 
 def _expire_rerequest(a: Approval, run: Run) -> None:
-    from runs.engine.runtime.events import event_append
-
     spec = _spec(run, a.tool)
     window = dt.timedelta(seconds=spec.approval_expiry_s) if spec else a.expires_at - a.created_at
     fresh = Approval.objects.create(
@@ -302,8 +253,6 @@ def _expire_rerequest(a: Approval, run: Run) -> None:
 
 
 def _expire_escalate(a: Approval, run: Run) -> None:
-    from runs.engine.runtime.events import event_append
-
     a.escalated = True
     a.save(update_fields=["escalated"])
     event_append(run=run, events=[NewEvent(EventType.APPROVAL_EXPIRED, {

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.forms import ModelForm
 
 from approvals.audit import audit_record
+from runs.engine.runtime.prices import prices_forget
 
 
 def _jsonable(value: Any) -> Any:
@@ -45,8 +46,6 @@ def budget_policy_save(*, form: ModelForm, actor: Any) -> Any:
 
 def model_price_save(*, form: ModelForm, actor: Any) -> Any:
     """Save a valid ModelPriceForm, audit it as ``settings.model_price``; workers see it soon."""
-    from runs.engine.runtime.prices import prices_forget
-
     obj = _settings_save(form=form, actor=actor, action="settings.model_price", label="model")
     prices_forget()  # this process at once; workers' caches expire within seconds
     return obj

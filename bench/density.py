@@ -136,7 +136,7 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     from django.db.models import Count
 
     from runs.models import Run
-    from runs.tasks import enqueue_tick
+    from runs.engine.runtime.queue import enqueue_tick
 
     t0 = time.monotonic()
     for pk in ids:

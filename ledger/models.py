@@ -78,6 +78,15 @@ class ToolCall(models.Model):
             ),
         ]
 
+    @property
+    def effect_class(self) -> str:
+        """Return read / idempotent / reversible / irreversible / manual (as ToolSpec's)."""
+        if self.effect != "write":
+            return "read"
+        if self.idempotent and self.reversibility == "reversible":
+            return "idempotent"
+        return self.reversibility
+
     def __str__(self) -> str:
         return f"{self.tool_call_id} {self.tool} ({self.status})"
 

@@ -22,7 +22,7 @@ def _name_session(connection: object, **kwargs: object) -> None:
         return
     if connection.settings_dict["OPTIONS"].get("application_name"):  # type: ignore[attr-defined]
         return  # named at connect time (pooled worker processes, runs.slots.pool_enable)
-    from runs.tasks import worker_name
+    from runs.engine.runtime.queue import worker_name
 
     with connection.cursor() as cur:  # type: ignore[attr-defined]
         cur.execute("SELECT set_config('application_name', %s, false)", [worker_name()[:63]])

@@ -55,6 +55,8 @@ from runs.event_types import EventType
 from runs.models import Run, Step
 from runs.models.snapshot import CURRENT_STATE_SCHEMA
 from runs.statuses import RunStatus, StepStatus
+from importlib.metadata import PackageNotFoundError, version
+from runs.engine.runtime.queue import run_enqueue
 
 SCHEMA_VERSION = 1
 FILES = ("context.json", "state.json", "env.json")
@@ -149,8 +151,6 @@ def _agent(name: str, version: str) -> Agent:
 
 
 def _env(agent: Agent) -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         agentops_version = version("agentops-durable")  # the distribution name
     except PackageNotFoundError:
@@ -242,7 +242,6 @@ def _create_run(meta: dict[str, Any], state: dict[str, Any], actor: Any) -> Run:
         event_append(run=run, events=_import_events(meta, state, who), fields=_projection(state))
         snapshot_build(run_id=run.pk, state=load_state(run.pk), phase="imported",
                        agent_version=run.agent_version).save()
-        from runs.services import run_enqueue
 
         run_enqueue(run.pk)
     run.refresh_from_db()

@@ -7,6 +7,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from approvals.roles import can_view
 from runs.live import QUEUE_GROUP, run_group
+from channels.db import database_sync_to_async
 
 _FORBIDDEN = 4403
 
@@ -95,6 +96,4 @@ class RunConsumer(QueueConsumer):
 
 
 async def _may_view(user: Any) -> bool:
-    from channels.db import database_sync_to_async
-
     return await database_sync_to_async(can_view)(user)

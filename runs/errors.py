@@ -24,20 +24,6 @@ class IllegalTransition(Conflict, RunError):
         self.src, self.dst = src, dst
 
 
-class NotJSONSerializable(InvalidInput, RunError):
-    """State or event data holds a value that is not JSON; ``path`` names where."""
-
-    code = "not_json"
-
-    def __init__(self, path: str, type_name: str) -> None:
-        super().__init__(
-            f"value at {path} is a {type_name}, which is not JSON "
-            "(use str/int/float/bool/None/list/dict with string keys)",
-            path=path,
-            type=type_name,
-        )
-        self.path = path
-
 
 class UnknownSchemaVersion(RunError):
     """A snapshot or event was written by a schema this code has no migrator for."""
@@ -50,17 +36,6 @@ class UnknownAgent(InvalidInput, RunError):
 
     code = "unknown_agent"
 
-
-class RunControl(BaseException):  # noqa: N818 - control-flow signal, not an error
-    """Base of control-flow signals that must pass through a tool author's ``except Exception``."""
-
-
-class LeaseLost(RunControl):
-    """Another worker (or an operator) changed the run: stop at once, write nothing more."""
-
-
-class RunCancelled(RunControl):
-    """The run was cancelled: stop starting work; record what arrives late."""
 
 
 class IdempotencyConflict(Conflict, RunError):

@@ -12,6 +12,7 @@ from runs.engine.runtime.exceptions import exception_what, exceptions_resolve
 from runs.engine.runtime.snapshots import load_state
 from runs.errors import UnknownAgent
 from runs.models import Run
+from runs.services_operator.rollback import rollback_plan
 
 _DONE = ("succeeded", "skipped")
 
@@ -35,8 +36,6 @@ def action_outlook(*, run: Run, verb: str, to_seq: int | None = None) -> dict[st
 
 
 def _rollback_view(run: Run, to_seq: int | None) -> tuple[dict[str, Any], list[dict], set]:
-    from runs.services_operator.rollback import rollback_plan
-
     try:
         plan = rollback_plan(run=run, to_seq=to_seq)
     except AgentOpsError:

@@ -11,6 +11,7 @@ from pydantic import Strict, create_model
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.statuses import BlockReason, RunStatus
+from runs.selectors import run_exceptions
 
 Text200 = Field(min_length=1, max_length=200)
 
@@ -111,8 +112,6 @@ class RunOut(RunSummaryOut):
     @staticmethod
     def resolve_exceptions(obj: Any) -> list[dict[str, Any]]:
         """Return the ended run's exceptions, or those it has gathered so far."""
-        from runs.selectors import run_exceptions
-
         return run_exceptions(run=obj)
 
 

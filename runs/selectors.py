@@ -21,6 +21,13 @@ from ledger.models import ToolCall
 from runs.errors import RunNotFound
 from runs.models import Event, ModelPrice, Run, Snapshot, Step
 from runs.statuses import ATTENTION, RunStatus, WaitKind
+from ledger.models import ToolLimit
+from ledger.services.limits import breaker_closes_at
+from runs.engine.runtime.exceptions import exceptions_resolve
+from runs.engine.runtime.snapshots import load_state
+from runs.statuses import TERMINAL
+from django.conf import settings
+from runs.live import action_phrase
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
@@ -215,9 +222,6 @@ def run_get_detail(*, run_id: Any) -> RunDetail:
 
 def tool_breaker_closes_at(*, tool: str) -> dt.datetime | None:
     """Return when ``tool``'s open circuit breaker lets calls through again, or None."""
-    from ledger.models import ToolLimit
-    from ledger.services.limits import breaker_closes_at
-
     return breaker_closes_at(ToolLimit.objects.filter(tool=tool).first()) if tool else None
 
 
@@ -229,10 +233,6 @@ def run_children(*, run: Run, limit: int = 50) -> list[Run]:
 
 def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
     """Return what keeps ``run`` from a clean success: final once it ended, else so far."""
-    from runs.engine.runtime.exceptions import exceptions_resolve
-    from runs.engine.runtime.snapshots import load_state
-    from runs.statuses import TERMINAL
-
     if run.status in TERMINAL:
         return list(run.exceptions or [])
     try:
@@ -286,8 +286,6 @@ def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:
 
 def model_prices() -> list[dict[str, Any]]:
     """Return the price table: the settings' defaults, then the rows an admin set (which win)."""
-    from django.conf import settings
-
     rows = {m: {"model": m, "input": p[0], "output": p[1], "row": None}
             for m, p in settings.AGENTOPS_MODEL_PRICES.items()}
     for row in ModelPrice.objects.select_related("updated_by").order_by("model")[:500]:
@@ -305,8 +303,6 @@ def spend_by_agent(*, limit: int = 100) -> list[dict[str, Any]]:
 
 def run_change_note(*, run: Run, since_seq: int | None) -> str:
     """Return who changed ``run`` after event ``since_seq`` and when ("alice retried this run 4 s ago")."""
-    from runs.live import action_phrase
-
     first_new = (Event.objects.filter(run_id=run.pk, seq__gt=since_seq or 0)
                  .order_by("seq").values_list("at", flat=True).first())
     row = (Intervention.objects.filter(run_id=run.pk, at__gte=first_new).order_by("-at", "-id")

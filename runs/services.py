@@ -3,72 +3,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from agentops.agents import registry
-from runs.engine.runtime.budgets import budget_defaults
-from runs.engine.runtime.events import NewEvent, event_append
-from agentops.jsonstate import check_json, sha256_json
+from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.start import actor_name, run_start
 from runs.engine.runtime.transition import run_transition
-from runs.errors import IdempotencyConflict
+from runs.errors import IllegalTransition
 from runs.event_types import EventType
-from runs.models import Run, Step
+from runs.models import Run
+from runs.services_cancel import run_cancel_writes
+from runs.services_signals import run_fork, run_signal
 from runs.statuses import TERMINAL, RunStatus
 
-_BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
-                "tool_calls": "budget_tool_calls", "cost_micros": "budget_cost_micros"}
-
-
-def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
-              budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
-              actor: Any = None, parent: Run | None = None,
-              constraints: list[str] | None = None, enqueue: bool = True) -> Run:
-    """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
-
-    The same ``idempotency_key`` returns the same run; with a different body it raises
-    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (the CLI's
-    ``--inline`` runs it in its own process, so no worker with other agent modules takes it).
-    """
-    definition = registry.get(agent)
-    payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
-               "constraints": constraints or []}
-    check_json(payload, "$request")
-    if not goal or not goal.strip():
-        from agentops.errors import InvalidInput
-
-        raise InvalidInput("goal must not be empty")
-    fields = budget_defaults(agent_name=agent, agent_budget=definition.budget)
-    fields.update(_budget_overrides(budget or {}))
-    request_hash = sha256_json(payload)
-    try:
-        with transaction.atomic():
-            run = Run.objects.create(
-                agent_name=agent, agent_version=definition.version, goal=goal,
-                input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
-                created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
-                **fields,
-            )
-            plan = [s.as_json() for s in definition.plan] if definition.plan is not None else []
-            Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
-                                           depends_on=s["depends_on"], input=s["input"])
-                                      for i, s in enumerate(plan)])
-            event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
-                "agent": agent, "version": definition.version, "goal": goal,
-                "input": input or {}, "constraints": constraints or [], "plan": plan,
-                "parent": str(parent.pk) if parent else None,
-            }, actor=_actor_name(actor))], fields={"steps_total": len(plan)})
-            if enqueue:
-                run_enqueue(run.pk)
-    except IntegrityError:
-        if not idempotency_key:
-            raise
-        existing = Run.objects.get(idempotency_key=idempotency_key)
-        if existing.request_hash != request_hash:
-            raise IdempotencyConflict(
-                "this Idempotency-Key was used for a different request", run_id=str(existing.pk)
-            ) from None
-        return existing
-    return run
+# Starting and enqueueing live in the engine's runtime (a wait starts child runs); signals and
+# forks in their own module: re-exported so callers find every run service here.
+__all__ = ["run_cancel", "run_enqueue", "run_fork", "run_signal", "run_start"]
 
 
 def run_cancel(*, run: Run, actor: Any = None, reason: str = "",
@@ -81,10 +31,8 @@ def run_cancel(*, run: Run, actor: Any = None, reason: str = "",
     run is cancelled the same way with an event saying it was its parent.
     """
     if run.status in TERMINAL:
-        from runs.errors import IllegalTransition
-
         raise IllegalTransition("run", run.status, RunStatus.CANCELLED)
-    who = _actor_name(actor)
+    who = actor_name(actor)
     data: dict[str, Any] = {"reason": reason}
     if parent is not None:
         data["parent"] = str(parent.pk)
@@ -97,37 +45,3 @@ def run_cancel(*, run: Run, actor: Any = None, reason: str = "",
             run_cancel(run=child, actor=actor, parent=run,
                        reason=f"its parent run {run.pk} was cancelled: {reason}"[:500])
     return run
-
-
-def run_enqueue(run_id: Any) -> None:
-    """Enqueue a tick for ``run_id`` once the current transaction commits."""
-    from runs.tasks import enqueue_tick
-
-    transaction.on_commit(lambda: enqueue_tick(run_id))
-
-
-def _budget_overrides(budget: dict[str, Any]) -> dict[str, Any]:
-    from agentops.errors import InvalidInput
-
-    out = {}
-    for key, value in budget.items():
-        if key not in _BUDGET_KEYS:
-            raise InvalidInput(f"unknown budget {key!r}; known: {', '.join(_BUDGET_KEYS)}")
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-            raise InvalidInput(f"budget {key} must be a positive integer or null, got {value!r}")
-        out[_BUDGET_KEYS[key]] = value
-    return out
-
-
-def _actor_name(actor: Any) -> str:
-    if actor is None:
-        return ""
-    if hasattr(actor, "get_username"):
-        return actor.get_username()
-    return str(actor)
-
-
-from runs.services_cancel import run_cancel_writes  # noqa: E402
-
-# Signals and forks live in their own module; re-exported so callers find every run service here.
-from runs.services_signals import run_fork, run_signal  # noqa: E402,F401

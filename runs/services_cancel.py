@@ -9,6 +9,8 @@ from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
+from approvals.statuses import ApprovalStatus
+from approvals.transition import approvals_close_pending
 
 # Calls that have not run and now never will.
 _NEVER_RUN = (TC.PENDING, TC.AWAITING_APPROVAL, TC.FAILED, TC.TIMED_OUT,
@@ -21,9 +23,6 @@ def run_cancel_writes(run: Run, reason: str) -> list[Callable[[], Any]]:
 
 
 def _approvals_stale(run: Run, reason: str) -> None:
-    from approvals.statuses import ApprovalStatus
-    from approvals.transition import approvals_close_pending
-
     approvals_close_pending(run=run, to=ApprovalStatus.STALE,
                             reason=f"the run was cancelled: {reason}" if reason
                             else "the run was cancelled")

@@ -22,6 +22,7 @@ from runs.errors import RunError
 from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step
 from runs.statuses import TERMINAL, RunStatus, StepStatus
+from runs.engine.runtime.queue import run_enqueue
 
 _COPIED_BUDGET = ("budget_tokens", "budget_model_calls", "budget_tool_calls",
                   "budget_cost_micros", "recovery_limit")
@@ -78,7 +79,6 @@ def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = Non
         fork_state = load_state(fork.pk)
         snapshot_build(run_id=fork.pk, state=fork_state, phase="forked",
                        agent_version=fork.agent_version).save()
-        from runs.services import run_enqueue
 
         run_enqueue(fork.pk)
     fork.refresh_from_db()

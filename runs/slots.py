@@ -21,6 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from runs.engine.runtime.queue import worker_name
 
 log = logging.getLogger("agentops.slots")
 _lock = threading.Lock()
@@ -100,7 +101,6 @@ def pool_enable() -> None:
     db = connection.settings_dict
     if connection.vendor != "postgresql" or settings.AGENTOPS_DB_POOL_MAX <= 0:
         return
-    from runs.tasks import worker_name
 
     connection.close()
     options = db.setdefault("OPTIONS", {})

@@ -140,7 +140,7 @@ def test_multiprocess_mode_adds_up_counters_of_every_process(tmp_path):
     for _ in range(2):  # two separate worker processes
         subprocess.run([sys.executable, "-c", bump], env=env, check=True, timeout=60)
     show = ("import sys; from agentops.observability import metrics as m; "
-            "sys.stdout.write(m.metrics_exposition(include_database=False).decode())")
+            "sys.stdout.write(m.metrics_exposition().decode())")
     out = subprocess.run([sys.executable, "-c", show], env=env, check=True, timeout=60,
                          capture_output=True, text=True).stdout
     assert "agentops_recoveries_total 2.0" in out

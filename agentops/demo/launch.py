@@ -13,6 +13,7 @@ says plainly that it counts only seeding and starting when it is not.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
@@ -23,7 +24,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+import django
 from django.conf import settings
+
+from agentops.demo.seed import demo_approval_delay_s, demo_pace_s, demo_seed, is_live, run_state
 
 STOP_WAIT_S = 10.0
 READY_WAIT_S = 30.0
@@ -31,8 +35,6 @@ READY_WAIT_S = 30.0
 
 def demo_main(port: int, *, out: IO[str] | None = None) -> int:
     """Seed, serve on 127.0.0.1:``port`` with a worker, until SIGINT/SIGTERM; return an exit code."""
-    from agentops.demo.seed import demo_seed
-
     out = out or sys.stdout
     started = time.time()
     _say(out, "Seeding demo users and runs (in-process, ~5-20 s)...")
@@ -157,8 +159,6 @@ def _duration(seconds: float) -> str:
 
 def live_lines(runs: dict[str, Any]) -> list[str]:
     """One line per run that moves on its own right now, saying what to watch and when."""
-    from agentops.demo.seed import demo_approval_delay_s, demo_pace_s, is_live
-
     lines = []
     for name, run in runs.items():
         if not is_live(run):
@@ -180,8 +180,6 @@ def live_lines(runs: dict[str, Any]) -> list[str]:
 
 def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
             runs: dict[str, Any], timing: str) -> None:
-    from agentops.demo.seed import is_live, run_state
-
     lines = ["", f"AgentOps demo is up:  http://127.0.0.1:{port}/", f"  ({timing})", "",
              "Demo logins (DEMO ONLY, never use these passwords anywhere else):"]
     lines += [f"  {u:<9} {p:<18} role: {r}" for u, p, r in logins]
@@ -203,10 +201,6 @@ def _say(out: IO[str], text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo from the command line (``python -m agentops.demo.launch``)."""
-    import argparse
-
-    import django
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)

@@ -24,6 +24,9 @@ from django.db.models import Q
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
 from runs.models import Run
 from runs.statuses import RUNNABLE
+from approvals.actions.terminate import ACTION as terminate
+from runs.services import run_start
+from runs.engine.runtime.loop import run_tick
 
 WORKER = "demo-seed"
 # Demo-only credentials: printed on start, never for a real deployment.
@@ -125,9 +128,6 @@ def users_seed() -> list[tuple[str, str, str]]:
 
 def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
     """Start every scenario's run and drive it in-process; return the runs by scenario name."""
-    from approvals.actions.terminate import ACTION as terminate
-    from runs.services import run_start
-
     operator = User.objects.filter(username="operator").first()
     runs = {}
     for sc in SCENARIOS:
@@ -159,8 +159,6 @@ def _live_key(key: str) -> str:
 
 def run_drive(run: Run, *, max_ticks: int = 200) -> str:
     """Tick ``run`` in this process until it stops being runnable; return its status."""
-    from runs.engine.runtime.loop import run_tick
-
     for _ in range(max_ticks):
         run.refresh_from_db()
         if run.status not in RUNNABLE:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 from runs.selectors import Page
+from agentops.demo.models import WorldEffect
 
 PAGE_SIZE = 100
 
@@ -22,8 +23,6 @@ def _run_uuid(raw: str) -> uuid.UUID | None:
 def effect_list(*, run_id: str = "", exact: bool = False, before_id: int | None = None,
                 limit: int = PAGE_SIZE) -> Page:
     """Return side effects newest first, of runs whose id is (or starts with) ``run_id``."""
-    from agentops.demo.models import WorldEffect
-
     qs = WorldEffect.objects.all()
     if run_id:
         qs = qs.filter(run_id=run_id) if exact else qs.filter(run_id__startswith=run_id)

@@ -5,6 +5,9 @@ from typing import Any
 
 from agentops.demo import world
 from agentops.tools import ToolContext, ToolResult, WaitForChildren, tool
+from ledger.artifacts import artifact_put
+from agentops.demo.models import WorldEffect
+from runs.models import Run
 
 APPROVE_REFUNDS_OVER = 100
 
@@ -112,8 +115,6 @@ def query_sales(ctx: ToolContext, region: str) -> ToolResult:
     "properties": {"title": {"type": "string"}, "totals": {"type": "object"}}})
 def write_report(ctx: ToolContext, title: str, totals: dict[str, Any]) -> ToolResult:
     """Write the sales report (stored as an artifact; its sha256 is in the facts)."""
-    from ledger.artifacts import artifact_put
-
     world.fault_before(ctx, "write_report")
     lines = [f"# {title}", "", "| region | total (EUR) |", "|---|---|"]
     lines += [f"| {region} | {total} |" for region, total in sorted(totals.items())]
@@ -185,15 +186,11 @@ def save_fields(ctx: ToolContext, records: list[dict[str, Any]]) -> ToolResult:
 @tool(effect="read")
 def summarize_batch(ctx: ToolContext, count: int) -> ToolResult:
     """Count the documents whose fields were saved by this batch's child runs."""
-    from agentops.demo.models import WorldEffect
-
     saved = WorldEffect.objects.filter(kind="document.fields", data__batch_id=ctx.run_id).count()
     return ToolResult(facts={"expected": count, "saved": saved, "missing": max(count - saved, 0)},
                       summary=f"{saved} of {count} documents have their fields saved")
 
 
 def _batch_of(run_id: str) -> str:
-    from runs.models import Run
-
     data = Run.objects.filter(pk=run_id).values_list("input", flat=True).first() or {}
     return str(data.get("batch_id", "")) if isinstance(data, dict) else ""

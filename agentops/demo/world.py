@@ -24,6 +24,8 @@ from ledger.errors import (
     ToolTimeout,
     ToolTransient,
 )
+from runs.models import Run
+from agentops.demo.models import WorldEffect
 
 ORDERS: dict[str, dict[str, Any]] = {
     "A-1001": {"item": "trail shoes", "amount": 45, "days_since_delivery": 6},
@@ -61,8 +63,6 @@ def document_text(doc_id: str) -> str:
 
 def faults_for(run_id: str) -> dict[str, str]:
     """Return the faults injected into run ``run_id`` (its input's ``faults``)."""
-    from runs.models import Run
-
     data = Run.objects.filter(pk=run_id).values_list("input", flat=True).first() or {}
     faults = data.get("faults") if isinstance(data, dict) else None
     return {str(k): str(v) for k, v in faults.items()} if isinstance(faults, dict) else {}
@@ -102,8 +102,6 @@ def fault_after(ctx: ToolContext, name: str) -> None:
 def effect_record(*, kind: str, key: str, run_id: str, data: dict[str, Any],
                   idempotent: bool) -> tuple[Any, bool]:
     """Record a side effect; an idempotent one already recorded is returned, not repeated."""
-    from agentops.demo.models import WorldEffect
-
     if idempotent:
         found = WorldEffect.objects.filter(kind=kind, key=key, idempotent=True).first()
         if found is not None:
@@ -119,23 +117,17 @@ def effect_record(*, kind: str, key: str, run_id: str, data: dict[str, Any],
 
 def effect_find(*, kind: str, key: str) -> Any:
     """Return the effect recorded under (kind, key), or None."""
-    from agentops.demo.models import WorldEffect
-
     return WorldEffect.objects.filter(kind=kind, key=key).first()
 
 
 def effects_duplicated() -> list[dict[str, Any]]:
     """Return every (kind, key) recorded more than once: a side effect that happened twice."""
-    from agentops.demo.models import WorldEffect
-
     return list(WorldEffect.objects.values("kind", "key").annotate(n=Count("id"))
                 .filter(n__gt=1).order_by("kind", "key"))
 
 
 def model_outage_hit(key: str, calls: int) -> bool:
     """Return True (and count it) while the demo model outage for ``key`` has calls left."""
-    from agentops.demo.models import WorldEffect
-
     used = WorldEffect.objects.filter(kind="model.outage", key__startswith=f"{key}#").count()
     if used >= calls:
         return False

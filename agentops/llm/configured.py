@@ -10,6 +10,8 @@ from django.conf import settings
 
 from agentops.errors import ConfigError
 from agentops.llm.protocol import ModelClient, ModelOptions
+from agentops.llm.openai_compat import OpenAICompatClient
+from agentops.llm.anthropic_client import AnthropicClient
 
 PROVIDERS = ("openai", "anthropic")
 
@@ -68,8 +70,6 @@ def _require(*names: str, provider: str) -> None:
 
 def openai_from_settings(options: ModelOptions | None = None) -> ModelClient:
     """Return an OpenAICompatClient built from the AGENTOPS_MODEL_* settings."""
-    from agentops.llm.openai_compat import OpenAICompatClient
-
     _require("AGENTOPS_MODEL_BASE_URL", "AGENTOPS_MODEL_NAME", provider="OpenAI-compatible")
     return OpenAICompatClient(
         base_url=str(_setting("AGENTOPS_MODEL_BASE_URL")),
@@ -83,8 +83,6 @@ def openai_from_settings(options: ModelOptions | None = None) -> ModelClient:
 
 def anthropic_from_settings(options: ModelOptions | None = None) -> ModelClient:
     """Return an AnthropicClient built from the AGENTOPS_MODEL_* settings."""
-    from agentops.llm.anthropic_client import AnthropicClient
-
     _require("AGENTOPS_MODEL_NAME", provider="Anthropic")
     return AnthropicClient(
         base_url=str(_setting("AGENTOPS_MODEL_BASE_URL") or "") or None,

@@ -59,13 +59,6 @@ class OpenAICompatClient:
             base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0
         )
 
-    @classmethod
-    def from_settings(cls) -> OpenAICompatClient:
-        """Build a client from the AGENTOPS_MODEL_* Django settings."""
-        from agentops.llm.configured import openai_from_settings
-
-        return openai_from_settings()
-
     def complete(
         self,
         *,

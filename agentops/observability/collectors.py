@@ -12,6 +12,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agentops import clock
+from runs.models import Run
+from runs.statuses import RunStatus
+from approvals.models import Approval
+from approvals.statuses import ApprovalStatus
+from runs.models import WorkerHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +57,6 @@ class DatabaseCollector:
         yield self._workers(now)
 
     def _runs(self) -> Metric:
-        from runs.models import Run
-        from runs.statuses import RunStatus
-
         family = GaugeMetricFamily(
             "agentops_runs",
             "Runs by status and attention reason (reason is empty unless blocked).",
@@ -69,9 +71,6 @@ class DatabaseCollector:
         return family
 
     def _queue(self, now: dt.datetime) -> Iterator[Metric]:
-        from runs.models import Run
-        from runs.statuses import RunStatus
-
         agg = Run.objects.filter(status=RunStatus.QUEUED).aggregate(
             n=Count("id"), oldest=Min("updated_at")
         )
@@ -85,9 +84,6 @@ class DatabaseCollector:
         )
 
     def _approvals(self, now: dt.datetime) -> Iterator[Metric]:
-        from approvals.models import Approval
-        from approvals.statuses import ApprovalStatus
-
         agg = Approval.objects.filter(status=ApprovalStatus.PENDING).aggregate(
             n=Count("id"), oldest=Min("created_at")
         )
@@ -101,8 +97,6 @@ class DatabaseCollector:
         )
 
     def _workers(self, now: dt.datetime) -> Metric:
-        from runs.models import WorkerHeartbeat
-
         since = now - dt.timedelta(seconds=heartbeat_max_age_s())
         alive = WorkerHeartbeat.objects.filter(seen_at__gte=since).count()
         return GaugeMetricFamily(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -160,17 +161,16 @@ def _process_collector() -> object:
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not multiproc_dir:
         return REGISTRY
-    from prometheus_client.multiprocess import MultiProcessCollector
 
     # registry=None: build the collector without registering it anywhere global.
     return MultiProcessCollector(None, path=multiproc_dir)
 
 
-def metrics_exposition(*, include_database: bool = True) -> bytes:
-    """Return the text exposition of every AgentOps metric (database gauges optional)."""
-    collectors: list[object] = [_process_collector()]
-    if include_database:
-        from agentops.observability.collectors import DatabaseCollector
+def metrics_exposition(*, extra: Iterable[object] = ()) -> bytes:
+    """Return the text exposition of every AgentOps metric, plus ``extra`` collectors.
 
-        collectors.append(DatabaseCollector())
+    The /metrics view passes the database gauges (agentops.observability.collectors); this
+    module imports no models, so worker processes load it before Django is set up.
+    """
+    collectors: list[object] = [_process_collector(), *extra]
     return generate_latest(_Chain(collectors))  # type: ignore[arg-type]

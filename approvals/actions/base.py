@@ -120,19 +120,10 @@ class Action:
         return row
 
 
-def effect_class(call: ToolCall) -> str:
-    """Return read / idempotent / reversible / irreversible / manual for a ledger row."""
-    if call.effect != "write":
-        return "read"
-    if call.idempotent and call.reversibility == "reversible":
-        return "idempotent"
-    return call.reversibility
-
-
 def call_preview(call: ToolCall, will: str) -> dict[str, Any]:
     """Return one line of a preview: the call, its effect class and what will happen to it."""
     return {"tool_call_id": call.tool_call_id, "tool": call.tool, "step": call.step_key,
-            "status": call.status, "effect_class": effect_class(call), "will": will}
+            "status": call.status, "effect_class": call.effect_class, "will": will}
 
 
 def step_calls(run: Run, statuses: tuple[str, ...] = RUNNABLE_AGAIN) -> list[ToolCall]:

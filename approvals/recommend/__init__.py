@@ -4,9 +4,12 @@ Inputs are explicit (``Situation``): failure class, the failing tool's effect, p
 the run's real state, the writes ahead, the evidence and — at render time — who is looking
 (``advice``). ``decide`` is pure; ``situation_read`` reads a real run.
 """
+from dataclasses import replace
+
 from approvals.recommend.classes import TABLE, FailureClass, failure_class
 from approvals.recommend.decide import LITTLE_DONE, MOST_DONE, Recommendation, decide
-from approvals.recommend.situation import Evidence, Situation, situation_read
+from approvals.recommend.reading import situation_read
+from approvals.recommend.situation import Evidence, Situation
 
 __all__ = ["LITTLE_DONE", "MOST_DONE", "TABLE", "Evidence", "FailureClass", "Recommendation",
            "Situation", "decide", "failure_class", "recommend_run",
@@ -19,7 +22,5 @@ def recommend_run(*, run, state, category: str, tool: str = "", tool_call_id: st
     sit = situation_read(run=run, state=state, category=category, tool=tool,
                          tool_call_id=tool_call_id, hint=hint)
     if status:
-        from dataclasses import replace
-
         sit = replace(sit, status=status)
     return decide(sit)

@@ -13,6 +13,7 @@ from typing import Any
 from approvals.actions import ACTIONS
 from approvals.actions.base import bind
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
+from django.core.exceptions import PermissionDenied
 
 WAIT = "wait"
 _WHO = {ADMIN: "an admin", OPERATOR: "an operator", SUPPORT: "someone in support"}
@@ -50,8 +51,6 @@ def label_of(verb: str) -> str:
 
 def can_press(verb: str, run: Any, user: Any) -> bool:
     """Return True when ``user`` may press ``verb`` on ``run`` now (check() passes)."""
-    from django.core.exceptions import PermissionDenied
-
     if verb not in ACTIONS:
         return False
     try:

@@ -136,3 +136,12 @@ TABLE: dict[FailureClass, Row] = {
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
 }
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One recommended action (a verb of approvals.actions, or "wait"), why, alternatives."""
+
+    action: str
+    why: str
+    alternatives: tuple[str, ...]

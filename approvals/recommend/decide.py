@@ -8,10 +8,9 @@ favours. docs/triage.md has the table and the rules in prose.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from approvals.actions import ACTIONS
-from approvals.recommend.classes import TABLE, FailureClass, Row
+from approvals.recommend.classes import TABLE, FailureClass, Recommendation, Row
 from approvals.recommend.evidence import confirm_choice
 from approvals.recommend.situation import Situation
 
@@ -21,20 +20,11 @@ LITTLE_DONE = 0.2
 _NO_SKIP = (F.VERSION_GONE, F.BUDGET, F.AMBIGUOUS_WRITE, F.TIMER_WAIT)
 
 
-@dataclass(frozen=True)
-class Recommendation:
-    """One recommended action (a verb of approvals.actions, or "wait"), why, alternatives."""
-
-    action: str
-    why: str
-    alternatives: tuple[str, ...]
-
 
 def decide(sit: Situation) -> Recommendation:
     """Return what a careful operator should do about ``sit``."""
-    rec = _decide(sit)
-    # A row may name an action another part of the product has not registered yet.
-    return replace(rec, alternatives=tuple(a for a in rec.alternatives if a in ACTIONS))
+    # Every verb a row names is registered (tests/triage/test_invariants.py checks it).
+    return _decide(sit)
 
 
 def _decide(sit: Situation) -> Recommendation:

@@ -7,12 +7,8 @@ is likelier and what it rests on, and what to check.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from approvals.recommend.classes import Recommendation
 from approvals.recommend.situation import Situation
-
-if TYPE_CHECKING:
-    from approvals.recommend.decide import Recommendation
 
 EXECUTED, NOT_EXECUTED = "confirm_executed", "confirm_not_executed"
 FAST_FAIL_MS = 1000  # a connection refused this fast rarely reached the backend
@@ -58,8 +54,6 @@ def _history_lean(sit: Situation) -> tuple[str, str] | None:
 
 def confirm_choice(sit: Situation) -> Recommendation:
     """Return the confirmation the evidence favours, with the evidence in the why."""
-    from approvals.recommend.decide import Recommendation
-
     if sit.evidence.reconfirmed:
         return Recommendation("terminate", f"{sit.tool} went unknown again after a person "
                               "confirmed it did not execute; stop re-running it and settle it "

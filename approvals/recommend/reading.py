@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.recommend.situation import Evidence
+from agentops.agents import registry
+from approvals.models import Intervention
+from approvals.recommend.classes import failure_class
+from approvals.recommend.situation import Evidence, Situation
+from ledger.models import ToolCall
+from runs.errors import UnknownAgent
+from runs.models import Event
 
 _OK = ("succeeded", "confirmed_executed")
 _DONE_STEP = ("succeeded", "skipped")
@@ -15,9 +21,6 @@ _HISTORY_LIMIT = 200
 
 def tool_specs(run: Any) -> dict[str, Any]:
     """Return the tools of the run's pinned agent version (or of the deployed one, if gone)."""
-    from agentops.agents import registry
-    from runs.errors import UnknownAgent
-
     for version in (run.agent_version, None):
         try:
             return {t.name: t for t in registry.get(run.agent_name, version).tools}
@@ -36,8 +39,6 @@ def progress(run: Any, state: dict[str, Any]) -> tuple[int, int]:
 
 def ledger_call(run: Any, tool_call_id: str) -> Any:
     """Return the ledger row of the failing call, or None."""
-    from ledger.models import ToolCall
-
     if not tool_call_id or run.pk is None:
         return None
     return ToolCall.objects.filter(run=run, tool_call_id=tool_call_id).first()
@@ -45,14 +46,10 @@ def ledger_call(run: Any, tool_call_id: str) -> Any:
 
 def call_effect(call: Any) -> str:
     """Return the effect class of a ledger row."""
-    from approvals.actions.base import effect_class
-
-    return effect_class(call)
+    return call.effect_class
 
 
 def _writes(run: Any) -> Any:
-    from ledger.models import ToolCall
-
     return ToolCall.objects.filter(run=run, effect="write", status__in=_OK)
 
 
@@ -84,7 +81,6 @@ def writes_ahead(run: Any, state: dict[str, Any], step: str,
     Known from the ledger: what earlier runs of this agent (and this run, before a rollback)
     wrote in those steps. A step no run has reached yet contributes nothing.
     """
-    from ledger.models import ToolCall
 
     ahead = steps_ahead(state, step)
     if not ahead:
@@ -99,8 +95,6 @@ def writes_ahead(run: Any, state: dict[str, Any], step: str,
 
 def operator_retries(run: Any, step: str) -> int:
     """Return how many times a person already retried ``step`` of this run."""
-    from approvals.models import Intervention
-
     if run.pk is None:
         return 0
     rows = Intervention.objects.filter(run=run, action="run.retry").values_list("data", flat=True)
@@ -109,9 +103,6 @@ def operator_retries(run: Any, step: str) -> int:
 
 def deployed_version(run: Any) -> str:
     """Return the deployed version of the run's agent when it differs from the pinned one."""
-    from agentops.agents import registry
-    from runs.errors import UnknownAgent
-
     try:
         version = registry.get(run.agent_name).version
     except UnknownAgent:
@@ -126,8 +117,6 @@ def evidence(run: Any, call: Any, spec: Any, hint: dict[str, Any] | None = None)
     ``hint`` carries what the engine knows but has not committed yet (the attempt that just
     ended: ``cause``, ``elapsed_ms``, ``probe``); it wins over the ledger.
     """
-    from approvals.models import Intervention
-    from runs.models import Event
 
     if call is None:
         return Evidence()
@@ -153,4 +142,28 @@ def evidence(run: Any, call: Any, spec: Any, hint: dict[str, Any] | None = None)
                                 and d.get("tool_call") != call.tool_call_id),
         reconfirmed=sum(1 for a, d in same_tool if a == "run.confirm_not_executed"
                         and d.get("tool_call") == call.tool_call_id),
+    )
+
+
+def situation_read(*, run: Any, state: dict[str, Any], category: str, tool: str = "",
+                   tool_call_id: str = "", hint: dict[str, Any] | None = None) -> Situation:
+    """Return the Situation of ``run`` stopped by ``category`` (state: its current state)."""
+    specs = tool_specs(run)
+    step = state.get("current_step") or ""
+    done, total = progress(run, state)
+    spec = specs.get(tool) if tool else None
+    call = ledger_call(run, tool_call_id)
+    effect = spec.effect_class if spec is not None else (call_effect(call) if call else "")
+    wait = run.wait_data or {} if getattr(run, "wait_kind", "") == "timer" else {}
+    return Situation(
+        failure=failure_class(category), status=run.status, tool=tool, effect=effect,
+        done=done, total=total, compensable_done=compensable_done(run, specs),
+        step_writes_done=step_writes_done(run, step),
+        writes_ahead=writes_ahead(run, state, step, specs),
+        operator_retries=operator_retries(run, step),
+        deployed_version=deployed_version(run) if category == "version_mismatch" else "",
+        evidence=(evidence(run, call, spec, hint) if category == "ambiguous_write"
+                  else Evidence()),
+        wait_until=getattr(run, "wait_until", None) if wait else None,
+        wait_reason=str(wait.get("reason", "")) if wait else "",
     )

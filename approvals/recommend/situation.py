@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
-from approvals.recommend.classes import FailureClass, failure_class
+from approvals.recommend.classes import FailureClass
 
 WRITE_EFFECTS = ("idempotent", "reversible", "manual", "irreversible")
 
@@ -57,28 +56,3 @@ class Situation:
         """Return True when the failing call changes the outside world."""
         return self.effect in WRITE_EFFECTS
 
-
-def situation_read(*, run: Any, state: dict[str, Any], category: str, tool: str = "",
-                   tool_call_id: str = "", hint: dict[str, Any] | None = None) -> Situation:
-    """Return the Situation of ``run`` stopped by ``category`` (state: its current state)."""
-    from approvals.recommend import reading as r
-
-    specs = r.tool_specs(run)
-    step = state.get("current_step") or ""
-    done, total = r.progress(run, state)
-    spec = specs.get(tool) if tool else None
-    call = r.ledger_call(run, tool_call_id)
-    effect = spec.effect_class if spec is not None else (r.call_effect(call) if call else "")
-    wait = run.wait_data or {} if getattr(run, "wait_kind", "") == "timer" else {}
-    return Situation(
-        failure=failure_class(category), status=run.status, tool=tool, effect=effect,
-        done=done, total=total, compensable_done=r.compensable_done(run, specs),
-        step_writes_done=r.step_writes_done(run, step),
-        writes_ahead=r.writes_ahead(run, state, step, specs),
-        operator_retries=r.operator_retries(run, step),
-        deployed_version=r.deployed_version(run) if category == "version_mismatch" else "",
-        evidence=(r.evidence(run, call, spec, hint) if category == "ambiguous_write"
-                  else Evidence()),
-        wait_until=getattr(run, "wait_until", None) if wait else None,
-        wait_reason=str(wait.get("reason", "")) if wait else "",
-    )

@@ -10,6 +10,9 @@ from django.db.models import F
 from agentops import clock
 from ledger.models import ToolLimit
 from ledger.services.record import toolcall_move
+from django.db import transaction
+from ledger.models import ToolAttempt, ToolCall
+from ledger.statuses import ToolCallStatus
 
 _BREAKER_CATEGORIES = {"transient", "timeout", "rate_limited", "server_error"}
 
@@ -84,11 +87,6 @@ def limits_admit(*, calls: list[Any], caps: dict[str, tuple[int | None, int | No
     admitted calls are marked ``running`` before the lock is released. Nothing is marked when
     any tool is full: the caller waits a short timer and asks again (a queue, not a retry storm).
     """
-    from django.db import transaction
-
-    from ledger.models import ToolAttempt, ToolCall
-    from ledger.statuses import ToolCallStatus
-
     now = clock.now()
     wanted: dict[str, int] = {}
     for c in calls:

@@ -6,7 +6,7 @@ from typing import Any
 from agentops.tools import ToolContext, ToolSpec
 from ledger.services.execute import Outcome, call_secrets_of, outcome_scrubbed
 from ledger.services.results import result_layer
-from runs.errors import RunControl
+from agentops.control import RunControl
 
 
 def probe_call(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any], failed: Outcome) -> Outcome:

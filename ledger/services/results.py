@@ -16,7 +16,7 @@ from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
 from agentops.jsonstate import check_json, strip_nul
-from runs.errors import NotJSONSerializable
+from agentops.jsonstate import NotJSONSerializable
 
 
 class InvalidToolOutput(Exception):

@@ -9,6 +9,9 @@ from django.conf import settings
 from agentops import clock
 from runs.models import Run, WorkerHeartbeat
 from runs.statuses import ATTENTION, TERMINAL, RunStatus
+from runs.engine.runtime.queue import worker_name
+from runs.engine.runtime.loop import run_tick
+from runs.sweeper import sweep_once
 
 BAR = 24
 # How long a run may sit queued before --follow checks whether any worker is there to take it.
@@ -74,8 +77,6 @@ def exceptions_text(run: Run) -> str:
 def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 600,
                poll_s: float = 0.5, stop_on_wait: bool = False) -> Run:
     """Print progress until ``run`` ends or needs a person; tick it here when ``inline``."""
-    from runs.tasks import worker_name
-
     deadline = time.monotonic() + timeout_s
     hint_at = time.monotonic() + QUEUED_HINT_AFTER_S
     last = ""
@@ -105,9 +106,6 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
 
 
 def _tick_inline(run: Run, worker: str) -> None:
-    from runs.engine.runtime.loop import run_tick
-    from runs.sweeper import sweep_once
-
     if run.status == RunStatus.QUEUED:
         run_tick(run.pk, worker=worker)
     else:

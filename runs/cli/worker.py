@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from runs.sweeper import sweep_loop, sweeper_name
+from django_q.cluster import Cluster
 
 
 def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any = None) -> int:
@@ -16,7 +17,6 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     if workers:
         settings.Q_CLUSTER["workers"] = workers
     _idle_transactions_end()
-    from django_q.cluster import Cluster
 
     stop = threading.Event()
     cluster = Cluster()  # installs SIGINT/SIGTERM handlers; ours replace them (see _on_signal)

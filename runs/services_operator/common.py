@@ -17,6 +17,7 @@ from runs.engine.runtime.transition import run_transition
 from runs.models import Run
 from runs.services_operator.rules import ROLLBACK_OWNER, rollback_refusal, status_refusal
 from runs.statuses import RunStatus
+from runs.engine.runtime.queue import run_enqueue
 
 __all__ = ["ROLLBACK_OWNER", "actor_name", "requeue", "run_locked", "state_projection"]
 
@@ -47,8 +48,6 @@ def requeue(run: Run, state: dict[str, Any], events: list[NewEvent], *, reason: 
             actor: str, detail: str = "", also: Sequence[Callable[[], Any]] = (),
             fields: dict[str, Any] | None = None) -> dict[str, Any]:
     """Append ``events``, move the run to queued and enqueue it; return the new state."""
-    from runs.services import run_enqueue
-
     new = reducer.fold(state, [{"seq": run.last_seq + i + 1, "type": e.type, "data": e.data}
                                for i, e in enumerate(events)])
     values = {**state_projection(new), "current_tool_call": "", **(fields or {})}

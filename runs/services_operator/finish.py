@@ -19,6 +19,7 @@ from runs.services_cancel import run_cancel_writes
 from runs.services_operator.common import actor_name, run_locked, state_projection
 from runs.services_operator.rules import FINISH as FINISH_STATUSES
 from runs.statuses import TERMINAL, RunStatus, StepStatus
+from runs.services import run_cancel
 
 
 def steps_not_done(state: dict[str, Any]) -> list[str]:
@@ -37,8 +38,6 @@ def finish_exceptions(run: Run, state: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_finish_partial(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
     """End a blocked, unknown or waiting run as completed with exceptions, on purpose."""
-    from runs.services import run_cancel
-
     who = actor_name(actor)
     with run_locked(run, FINISH_STATUSES, "finish with partial results") as state:
         not_done = steps_not_done(state)

@@ -11,6 +11,8 @@ from runs.errors import UnknownAgent
 from runs.models import Run
 from runs.services_operator.common import actor_name
 from runs.statuses import BlockReason, RunStatus
+from runs.services import run_cancel
+from runs.services_signals import run_fork
 
 
 def deployed_version_for(run: Run) -> str:
@@ -25,9 +27,6 @@ def deployed_version_for(run: Run) -> str:
 
 def run_fork_deployed(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
     """Fork ``run`` at its latest event onto the deployed version, then cancel the original."""
-    from runs.services import run_cancel
-    from runs.services_signals import run_fork
-
     version = deployed_version_for(run)
     if run.attention_reason != BlockReason.VERSION_MISMATCH or not version:
         raise ActionNotApplicable("only a run blocked because its agent version is gone can "

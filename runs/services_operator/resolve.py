@@ -21,6 +21,12 @@ from runs.models import Run
 from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
 from runs.statuses import TERMINAL, RunStatus, StepStatus
+from agentops.agents import registry
+from approvals.models import Approval
+from approvals.records import approval_build, approvals_insert
+from approvals.statuses import ApprovalStatus
+from ledger.models import ToolAttempt
+from runs.services import run_cancel
 
 _CANCELLABLE = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL,
                 TC.CONFIRMED_NOT_EXECUTED)
@@ -83,11 +89,6 @@ def _close_open(run: Run, state: dict[str, Any], step: str, events: list[NewEven
 
 def _rerequest_approvals(run: Run, state: dict[str, Any], step: str,
                          also: list[Callable[[], Any]]) -> list[str]:
-    from agentops.agents import registry
-    from approvals.models import Approval
-    from approvals.services import approval_build, approvals_insert
-    from approvals.statuses import ApprovalStatus
-
     waiting = ToolCall.objects.filter(run=run, step_key=step, status=TC.AWAITING_APPROVAL)
     waiting = waiting.exclude(approvals__status=ApprovalStatus.PENDING)
     rows: list[Approval] = []
@@ -166,8 +167,6 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
 
 def _attempt_confirmed(call: ToolCall, status: str) -> Callable[[], Any]:
     """Return the writer closing the call's last attempt with the outcome a person confirmed."""
-    from ledger.models import ToolAttempt
-
     def write() -> None:
         last = ToolAttempt.objects.filter(tool_call=call).order_by("-attempt").first()
         if last is not None:
@@ -190,9 +189,6 @@ def _unknown_call(run: Run, tool_call: ToolCall | str | None) -> ToolCall:
 
 def run_terminate(*, run: Run, actor: Any, reason: str) -> dict[str, Any]:
     """Cancel the run with ``reason``: its approvals go stale, its child runs are cancelled."""
-    from approvals.models import Approval
-    from runs.services import run_cancel
-
     refusal = rules.status_refusal(run, rules.LIVE, "terminate")
     if refusal:
         raise ActionNotApplicable(refusal, status=run.status)

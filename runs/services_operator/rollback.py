@@ -38,6 +38,9 @@ from runs.models import Event, Run
 from runs.services_operator import rules
 from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked, state_projection
 from runs.statuses import RunStatus
+from approvals.statuses import ApprovalStatus
+from approvals.transition import approvals_close_pending
+from runs.engine.runtime.queue import run_enqueue
 
 ROLLBACK_STATUSES = rules.ROLLBACK
 CLAIM_TTL = dt.timedelta(minutes=10)
@@ -186,10 +189,6 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
 
 
 def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, Any]:
-    from approvals.statuses import ApprovalStatus
-    from approvals.transition import approvals_close_pending
-    from runs.services import run_enqueue
-
     with run_locked(run, ROLLBACK_STATUSES, "roll back") as state:
         summary = {"to_seq": plan.to_seq,
                    "compensated": [c.tool_call_id for c in [*plan.done, *plan.compensate]],

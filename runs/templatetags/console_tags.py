@@ -10,6 +10,12 @@ from django import template
 from django.utils.html import format_html
 
 from agentops import clock
+from runs.selectors import COUNT_CAP
+from approvals.recommend.advice import label_of
+from approvals.statuses import APPROVAL_LABELS, EXPIRY_LABELS
+from ledger.statuses import TOOLCALL_LABELS
+from runs.event_types import EVENT_LABELS
+from runs.statuses import REASON_LABELS, RUN_STATUS_LABELS, WAIT_LABELS
 
 register = template.Library()
 
@@ -100,8 +106,6 @@ def get_item(mapping: dict[str, Any], key: str) -> Any:
 @register.filter
 def countfmt(n: int | None) -> str:
     """Return a tab count, "10k+" past the cap."""
-    from runs.selectors import COUNT_CAP
-
     n = n or 0
     return f"{COUNT_CAP // 1000}k+" if n > COUNT_CAP else f"{n:,}"
 
@@ -115,17 +119,10 @@ def words(value: str) -> str:
 @register.filter
 def action_label(verb: str) -> str:
     """Return the console button label of an action verb ("retry" -> "Retry step")."""
-    from approvals.recommend.advice import label_of
-
     return label_of(verb) if verb else ""
 
 
 def _label_tables() -> dict[str, dict[str, str]]:
-    from approvals.statuses import APPROVAL_LABELS, EXPIRY_LABELS
-    from ledger.statuses import TOOLCALL_LABELS
-    from runs.event_types import EVENT_LABELS
-    from runs.statuses import REASON_LABELS, RUN_STATUS_LABELS, WAIT_LABELS
-
     return {"run": RUN_STATUS_LABELS, "reason": REASON_LABELS, "wait": WAIT_LABELS,
             "event": EVENT_LABELS, "call": TOOLCALL_LABELS, "approval": APPROVAL_LABELS,
             "expiry": EXPIRY_LABELS}

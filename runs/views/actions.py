@@ -24,6 +24,11 @@ from runs.outlook import action_outlook
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
+from agentops.errors import AgentOpsError
+from agentops.agents import registry
+from runs.engine.core.context import context_build
+from runs.engine.runtime.snapshots import load_state
+from runs.services import run_fork as run_fork_service
 
 
 def _preview_params(action: Action, request: HttpRequest) -> dict[str, Any]:
@@ -129,14 +134,7 @@ def run_fork(request: HttpRequest, run_id: Any) -> HttpResponse:
     except ValueError:
         return HttpResponseBadRequest("seq must be an event number")
     try:
-        from runs.services import run_fork as service
-    except ImportError:
-        messages.error(request, "Forking is not available yet.")
-        return redirect("console:run", run_id=run.pk)
-    from agentops.errors import AgentOpsError
-
-    try:
-        child = service(run=run, seq=seq, actor=request.user)
+        child = run_fork_service(run=run, seq=seq, actor=request.user)
     except AgentOpsError as exc:
         messages.error(request, exc.message)
         return redirect("console:run", run_id=run.pk)
@@ -162,11 +160,6 @@ def run_artifact(request: HttpRequest, run_id: Any, sha256: str) -> HttpResponse
 def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show the messages the model would see if the run resumed now."""
     run = _detail(run_id).run
-    from agentops.agents import registry
-    from agentops.errors import AgentOpsError
-    from runs.engine.core.context import context_build
-    from runs.engine.runtime.snapshots import load_state
-
     try:
         messages_ = context_build(load_state(run.pk), registry.get(run.agent_name,
                                                                    run.agent_version))

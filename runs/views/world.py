@@ -9,6 +9,8 @@ from django.views.decorators.http import require_GET
 
 from runs.selectors import Page
 from runs.views._common import int_or_none, page, role_required
+from agentops.demo.selectors import effect_list
+from agentops.demo.world import effects_duplicated
 
 RUN_CARD_LIMIT = 20
 
@@ -22,7 +24,6 @@ def effects_for_run_card(run_id: Any) -> Page | None:
     """Return one run's newest side effects for its page (one query); None without the demo."""
     if not demo_installed():
         return None
-    from agentops.demo.selectors import effect_list
 
     return effect_list(run_id=str(run_id), exact=True, limit=RUN_CARD_LIMIT)
 
@@ -33,9 +34,6 @@ def world_page(request: HttpRequest) -> HttpResponse:
     """List the demo world's side effects, newest first, optionally for one run."""
     if not demo_installed():
         raise Http404("The demo world is not installed.")
-    from agentops.demo.selectors import effect_list
-    from agentops.demo.world import effects_duplicated
-
     run = request.GET.get("run", "").strip()[:64]
     rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")))
     # The sandbox's own check that no side effect happened twice (docs/demo.md).

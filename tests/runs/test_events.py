@@ -5,7 +5,8 @@ import pytest
 from django.db import connection, connections
 
 from runs.engine.runtime.events import NewEvent, event_append
-from runs.errors import LeaseLost, NotJSONSerializable
+from agentops.control import LeaseLost
+from agentops.jsonstate import NotJSONSerializable
 from runs.models import Event, Run
 
 

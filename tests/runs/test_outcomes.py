@@ -19,7 +19,7 @@ from ledger.models import ToolAttempt, ToolCall
 from runs.engine.runtime import session as session_mod
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.engine.runtime.snapshots import load_state, replay_state
-from runs.errors import RunControl
+from agentops.control import RunControl
 from runs.models import Event, Run
 from runs.services import run_cancel, run_start
 from tests.approvals.conftest import agent, blocked_run, unknown_run

@@ -10,7 +10,7 @@ from approvals.models import Approval
 from ledger.models import ToolCall
 from runs.engine.runtime import session as session_mod
 from runs.engine.runtime.recovery import runs_recover_expired
-from runs.errors import RunControl
+from agentops.control import RunControl
 from runs.models import Event, Run
 from runs.services import run_fork, run_start
 from tests.conftest import drive

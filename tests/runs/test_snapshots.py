@@ -5,7 +5,8 @@ import pytest
 
 from runs.engine.runtime import snapshots
 from runs.engine.runtime.snapshots import load_state, migrate_state, snapshot_build
-from runs.errors import NotJSONSerializable, UnknownSchemaVersion
+from runs.errors import UnknownSchemaVersion
+from agentops.jsonstate import NotJSONSerializable
 from runs.models import Snapshot
 
 

@@ -10,7 +10,7 @@ from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import attempts_insert, toolcalls_insert
 from runs.engine.runtime import unit_sql
 from runs.engine.runtime.events import NewEvent, event_append
-from runs.errors import LeaseLost
+from agentops.control import LeaseLost
 from runs.models import Event, Run, Step
 from runs.services import run_start
 from tests.conftest import drive

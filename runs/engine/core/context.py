@@ -8,9 +8,11 @@ the current step. Tool messages always pair with their tool_call_id.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentops.agents import Agent
+if TYPE_CHECKING:  # the core only annotates with it; agents pulls in model clients
+    from agentops.agents import Agent
+
 
 RESUMED_NOTE = (
     "This run was resumed from a checkpoint after an interruption. Everything below is the "

@@ -8,10 +8,12 @@ never call a tool unprompted, still work a plan.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentops.agents import Agent
 from agentops.llm.protocol import ModelOptions
+
+if TYPE_CHECKING:  # the core only annotates with it; agents pulls in model clients
+    from agentops.agents import Agent
 
 
 def tool_offer(state: dict[str, Any], step: str, agent: Agent, options: ModelOptions,

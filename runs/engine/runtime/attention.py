@@ -7,6 +7,7 @@ from typing import Any
 from approvals.recommend import recommend_run
 from runs.engine.core.policy import rule_for
 from runs.statuses import RunStatus
+from approvals.recommend import FailureClass, Situation, decide
 
 
 def attention_fields(*, run: Any, category: str, detail: str, state: dict[str, Any],
@@ -36,7 +37,6 @@ def wait_fields(*, kind: str, until: Any, data: dict[str, Any]) -> dict[str, Any
     """Return the recommendation columns of a durable wait (timers say why and until when)."""
     if kind != "timer":
         return {}
-    from approvals.recommend import FailureClass, Situation, decide
 
     rec = decide(Situation(FailureClass.TIMER_WAIT, status=RunStatus.WAITING, wait_until=until,
                            wait_reason=str(data.get("reason", ""))))

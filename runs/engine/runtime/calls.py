@@ -9,7 +9,7 @@ from typing import Any
 from agentops import clock
 from agentops.redaction import Secrets
 from agentops.tools import ToolSpec
-from approvals.services import approval_build, approval_needed, approvals_insert
+from approvals.records import approval_build, approval_needed, approvals_insert
 from ledger.keys import args_hash, idempotency_key, redact
 from ledger.models import ToolCall
 from ledger.sealed import seal

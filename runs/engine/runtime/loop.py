@@ -31,7 +31,8 @@ from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.toolrun import tool_phase
 from runs.engine.runtime.transition import run_claim, run_transition, run_urgent_waiting
 from runs.engine.runtime.versions import agent_migrate
-from runs.errors import LeaseLost, UnknownAgent, UnknownSchemaVersion
+from runs.errors import UnknownAgent, UnknownSchemaVersion
+from agentops.control import LeaseLost
 from runs.event_types import EventType
 from runs.models import Run
 from runs.slots import draining, slots_free

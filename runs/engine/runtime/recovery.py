@@ -15,6 +15,10 @@ from runs.errors import IllegalTransition
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.snapshots import load_state
+from runs.errors import UnknownSchemaVersion
+import datetime as dt
 
 
 def runs_recover_expired(*, limit: int = 100) -> list[Any]:
@@ -95,7 +99,6 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
             telemetry.run_recovered(run_id, count, owner, blocked=False)
         except IllegalTransition:
             return False
-    from runs.services import run_enqueue
 
     run_enqueue(run_id)
     return True
@@ -103,9 +106,6 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
 
 def _state_or_empty(run: Run) -> dict[str, Any]:
     """Return the run's state for its recommendation (progress); empty if it cannot load."""
-    from runs.engine.runtime.snapshots import load_state
-    from runs.errors import UnknownSchemaVersion
-
     try:
         return load_state(run.pk)
     except UnknownSchemaVersion:
@@ -123,13 +123,10 @@ def runs_requeue_stale(*, older_than_s: float = STALE_QUEUED_S, limit: int = 100
     (the claim is a conditional UPDATE), so re-enqueueing is safe. Touching ``updated_at``
     with a conditional UPDATE makes one sweeper do it, and at most once per period.
     """
-    import datetime as dt
-
     now = clock.now()
     cutoff = now - dt.timedelta(seconds=older_than_s)
     ids = list(Run.objects.filter(status=RunStatus.QUEUED, updated_at__lt=cutoff)
                .values_list("pk", flat=True)[:limit])
-    from runs.services import run_enqueue
 
     requeued = []
     for run_id in ids:

@@ -15,6 +15,7 @@ from typing import Any
 from agentops import clock
 from agentops.observability import metrics
 from agentops.observability.logging import run_log_context
+from runs.models import Step
 
 log = logging.getLogger("agentops.engine")
 _STEP_ENDS = {"step.completed": "succeeded", "step.skipped": "skipped", "step.failed": ""}
@@ -42,8 +43,6 @@ def _step_ended(session: Any, step: str, outcome: str) -> None:
 
 
 def _step_started_at(run_id: Any, step: str) -> dt.datetime | None:
-    from runs.models import Step
-
     return (Step.objects.filter(run_id=run_id, key=step)
             .values_list("started_at", flat=True).first())
 

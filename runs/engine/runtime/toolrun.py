@@ -43,8 +43,9 @@ from runs.engine.runtime.parking import (
 )
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.settle import Settlement, settle
-from runs.errors import LeaseLost
+from agentops.control import LeaseLost
 from runs.event_types import EventType
+from approvals.records import approval_pending_for_run
 
 _RUNNABLE = {S.PENDING, S.CONFIRMED_NOT_EXECUTED, S.TIMED_OUT, S.FAILED}
 
@@ -273,8 +274,6 @@ def _reconcile(session: RunSession, call: ToolCall) -> None:
 
 
 def _wait_approval(session: RunSession, calls: list[ToolCall]) -> None:
-    from approvals.services import approval_pending_for_run
-
     pending = approval_pending_for_run(session.run.pk)
     until = min((a.expires_at for a in pending if a.expires_at), default=None)
     wait(session, kind="approval", until=until,

@@ -27,6 +27,8 @@ from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run, Signal
 from runs.statuses import ATTENTION, COMPLETED, TERMINAL, RunStatus, WaitKind
+from runs.engine.runtime.start import run_start
+from runs.engine.runtime.queue import run_enqueue
 
 Writer = Callable[[], Any]
 
@@ -199,8 +201,6 @@ def _children(call_id: str) -> list[dict[str, Any]]:
 
 
 def _spawn(run: Run, call: ToolCall, children: list[dict[str, Any]]) -> list[str]:
-    from runs.services import run_start
-
     ids = []
     for i, child in enumerate(children):
         # Keyed by the parking call and position: a re-run of the tool finds the same
@@ -236,6 +236,4 @@ def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str) -
 
 
 def _enqueue(run_id: Any) -> None:
-    from runs.services import run_enqueue
-
     run_enqueue(run_id)

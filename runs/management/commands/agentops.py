@@ -4,6 +4,20 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from runs.cli.worker import worker_serve
+from runs.sweeper import sweep_once
+from agentops.errors import AgentOpsError
+from runs.cli.follow import run_follow
+from runs.services import run_start
+from runs.models import Run
+from agentops.doctor import doctor_checks
+from agentops.demo.launch import demo_main
+from runs.checkpoints import checkpoint_export
+from approvals.apikeys import apikey_create
+from approvals.users import user_create
+from runs.checkpoints import checkpoint_import
+from ledger.services.rotation import sealed_rotate
+from runs.cli.follow import exceptions_text
 
 
 class Command(BaseCommand):
@@ -57,21 +71,13 @@ class Command(BaseCommand):
         getattr(self, f"_{sub.replace('-', '_')}")(**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
-        from runs.cli.worker import worker_serve
-
         worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
 
     def _sweep(self, **_) -> None:
-        from runs.sweeper import sweep_once
-
         self.stdout.write(f"swept: {sweep_once().line()}")
 
     def _run(self, *, agent: str, goal: str, input: str, follow: bool, inline: bool,
              timeout: float, **_) -> None:
-        from agentops.errors import AgentOpsError
-        from runs.cli.follow import run_follow
-        from runs.services import run_start
-
         try:
             data = json.loads(input)
         except json.JSONDecodeError as exc:
@@ -89,9 +95,6 @@ class Command(BaseCommand):
                                            timeout_s=timeout))
 
     def _follow(self, *, run: str, inline: bool, timeout: float, **_) -> None:
-        from runs.cli.follow import run_follow
-        from runs.models import Run
-
         try:
             found = Run.objects.get(pk=run)
         except (Run.DoesNotExist, ValueError):
@@ -102,8 +105,6 @@ class Command(BaseCommand):
     def _follow_to_end(self, run) -> None:
         """Exit non-zero unless the run succeeded cleanly (or stopped for a person)."""
         if run.status == "completed_with_exceptions":
-            from runs.cli.follow import exceptions_text
-
             self.stdout.write(exceptions_text(run))
             raise CommandError(f"run {run.pk} completed with {len(run.exceptions)} "
                                "exception(s); it is not a clean success")
@@ -111,8 +112,6 @@ class Command(BaseCommand):
             raise CommandError(f"run {run.pk} {run.status}")
 
     def _doctor(self, **_) -> None:
-        from agentops.doctor import doctor_checks
-
         checks = doctor_checks()
         for c in checks:
             self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}")
@@ -121,16 +120,10 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} of {len(checks)} checks failed")
 
     def _demo(self, *, port: int, **_) -> None:
-        from agentops.demo.launch import demo_main
-
         if demo_main(port, out=self.stdout) != 0:
             raise CommandError("the demo stopped with an error")
 
     def _export(self, *, run: str, seq: int | None, directory: str, **_) -> None:
-        from agentops.errors import AgentOpsError
-        from runs.checkpoints import checkpoint_export
-        from runs.models import Run
-
         try:
             path = checkpoint_export(run=Run.objects.get(pk=run), seq=seq, directory=directory)
         except (Run.DoesNotExist, ValueError):
@@ -141,10 +134,6 @@ class Command(BaseCommand):
 
     def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
                     key_name: str, existing: bool, **_) -> None:
-        from agentops.errors import AgentOpsError
-        from approvals.apikeys import apikey_create
-        from approvals.users import user_create
-
         try:
             user, created = user_create(username=username, roles=roles, email=email,
                                         existing=existing)
@@ -161,9 +150,6 @@ class Command(BaseCommand):
             self.stdout.write("  use it as: Authorization: Bearer <key>")
 
     def _import(self, *, directory: str, **_) -> None:
-        from agentops.errors import AgentOpsError
-        from runs.checkpoints import checkpoint_import
-
         try:
             new = checkpoint_import(directory=directory, actor="cli")
         except AgentOpsError as exc:
@@ -172,8 +158,6 @@ class Command(BaseCommand):
         self.stdout.write(f"imported as run {new.pk} (queued)")
 
     def _rotate_keys(self, **_) -> None:
-        from ledger.services.rotation import sealed_rotate
-
         report = sealed_rotate()
         self.stdout.write(report.line())
         if report.unreadable:

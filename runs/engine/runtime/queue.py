@@ -1,0 +1,31 @@
+"""Put a run's next tick on the django-q2 queue; name this worker (the lease owner).
+
+The task is named by its dotted path (``runs.tasks.tick``), so the runtime enqueues without
+importing the q2 entry points that call it.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django_q.tasks import async_task
+
+
+def worker_name() -> str:
+    """Return this process's worker name (host:pid), used as the lease owner."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def enqueue_tick(run_id: Any) -> None:
+    """Put a tick of ``run_id`` on the q2 queue (unless AGENTOPS_ENQUEUE_TICKS is off)."""
+    if not settings.AGENTOPS_ENQUEUE_TICKS:
+        return
+    async_task("runs.tasks.tick", str(run_id), task_name=f"tick:{run_id}")
+
+
+def run_enqueue(run_id: Any) -> None:
+    """Enqueue a tick for ``run_id`` once the current transaction commits."""
+    transaction.on_commit(lambda: enqueue_tick(run_id))

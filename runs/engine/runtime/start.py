@@ -1,0 +1,91 @@
+"""Create a run: its row, its planned steps and its run.created event, then enqueue its first tick.
+
+The runtime starts child runs with it (waits); runs.services re-exports it for the console, the API
+and the CLI.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from agentops.agents import registry
+from agentops.errors import InvalidInput
+from agentops.jsonstate import check_json, sha256_json
+from runs.engine.runtime.budgets import budget_defaults
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.queue import run_enqueue
+from runs.errors import IdempotencyConflict
+from runs.event_types import EventType
+from runs.models import Run, Step
+
+_BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
+                "tool_calls": "budget_tool_calls", "cost_micros": "budget_cost_micros"}
+
+
+def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
+              budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
+              actor: Any = None, parent: Run | None = None,
+              constraints: list[str] | None = None, enqueue: bool = True) -> Run:
+    """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
+
+    The same ``idempotency_key`` returns the same run; with a different body it raises
+    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (the CLI's
+    ``--inline`` runs it in its own process, so no worker with other agent modules takes it).
+    """
+    definition = registry.get(agent)
+    payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
+               "constraints": constraints or []}
+    check_json(payload, "$request")
+    if not goal or not goal.strip():
+        raise InvalidInput("goal must not be empty")
+    fields = budget_defaults(agent_name=agent, agent_budget=definition.budget)
+    fields.update(_budget_overrides(budget or {}))
+    request_hash = sha256_json(payload)
+    try:
+        with transaction.atomic():
+            run = Run.objects.create(
+                agent_name=agent, agent_version=definition.version, goal=goal,
+                input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
+                created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
+                **fields,
+            )
+            plan = [s.as_json() for s in definition.plan] if definition.plan is not None else []
+            Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
+                                           depends_on=s["depends_on"], input=s["input"])
+                                      for i, s in enumerate(plan)])
+            event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
+                "agent": agent, "version": definition.version, "goal": goal,
+                "input": input or {}, "constraints": constraints or [], "plan": plan,
+                "parent": str(parent.pk) if parent else None,
+            }, actor=actor_name(actor))], fields={"steps_total": len(plan)})
+            if enqueue:
+                run_enqueue(run.pk)
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        existing = Run.objects.get(idempotency_key=idempotency_key)
+        if existing.request_hash != request_hash:
+            raise IdempotencyConflict(
+                "this Idempotency-Key was used for a different request", run_id=str(existing.pk)
+            ) from None
+        return existing
+    return run
+
+def _budget_overrides(budget: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in budget.items():
+        if key not in _BUDGET_KEYS:
+            raise InvalidInput(f"unknown budget {key!r}; known: {', '.join(_BUDGET_KEYS)}")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise InvalidInput(f"budget {key} must be a positive integer or null, got {value!r}")
+        out[_BUDGET_KEYS[key]] = value
+    return out
+
+def actor_name(actor: Any) -> str:
+    """Return the name an event records for ``actor`` (a user, a string, or nobody)."""
+    if actor is None:
+        return ""
+    if hasattr(actor, "get_username"):
+        return actor.get_username()
+    return str(actor)
