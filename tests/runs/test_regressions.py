@@ -26,7 +26,7 @@ def test_parallel_completions_in_shuffled_order_map_to_the_right_ids(engine, mon
         outcomes = {i: real([jobs[i]], secrets)[0] for i in order}  # complete in shuffled order
         return [outcomes[i] for i in range(len(jobs))]
 
-    monkeypatch.setattr("runs.engine.runtime.toolrun.run_calls", shuffled)
+    monkeypatch.setattr("runs.engine.runtime.tool_call.run_calls", shuffled)
     items = ["a", "b", "c", "d", "e"]
     script = {"s": [calls(*[("lookup", {"item": i}) for i in items]), say("ok")]}
     engine.make_agent("par", script, plan=["s"])

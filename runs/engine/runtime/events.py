@@ -96,7 +96,7 @@ def event_append(
     lease holder stamps it with each lease renewal: an indexed column written on every unit
     would make every Run update touch all of the table's indexes). ``owner`` (with
     ``expected_version``) also requires ``lease_owner = owner``: the fence before a side
-    effect (runs.engine.runtime.toolrun).
+    effect (runs.engine.runtime.tool_call).
     """
     fields = dict(fields or {})
     if "status" in fields:

@@ -28,7 +28,7 @@ from runs.engine.runtime.outcomes import block
 from runs.engine.runtime.selfcheck import session_checked
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import load_state
-from runs.engine.runtime.toolrun import tool_phase
+from runs.engine.runtime.tool_phase import tool_phase
 from runs.engine.runtime.transition import run_claim, run_transition, run_urgent_waiting
 from runs.engine.runtime.versions import agent_migrate
 from runs.errors import UnknownAgent, UnknownSchemaVersion

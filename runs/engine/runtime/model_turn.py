@@ -29,7 +29,7 @@ from runs.engine.runtime.prices import prices_load, reply_cost
 from runs.engine.runtime.session import RunSession
 from runs.engine.core.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.core.offer import tool_offer
-from runs.engine.runtime.toolrun import execute_reads_inline
+from runs.engine.runtime.tool_phase import execute_reads_inline
 from runs.event_types import EventType
 from runs.live import live_text_sink
 

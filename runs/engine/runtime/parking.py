@@ -1,6 +1,6 @@
 """The tool phase's hooks for durable waits, per-tool limits and results that arrive late.
 
-Kept out of toolrun.py so the tool phase reads as the happy path: toolrun calls
+Kept out of tool_call.py so a tool call reads as the happy path: tool_call calls
 ``parkable`` / ``parked_settlement`` / ``park_commit`` around execution, ``limits_gate``
 before it, and ``late_results_record`` when its commit finds the run cancelled.
 """
@@ -21,7 +21,7 @@ from ledger.statuses import toolcall_can_move
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.outcomes import wait
 from runs.engine.runtime.session import RunSession
-from runs.engine.runtime.settle import Settlement
+from runs.engine.runtime.settlement import Settlement
 from runs.engine.runtime.waits import Parked, park_request, signal_available, signal_consume, signal_events
 from runs.event_types import EventType
 from runs.models import Run

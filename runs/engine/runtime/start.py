@@ -50,10 +50,7 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
                 created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
                 **fields,
             )
-            plan = [s.as_json() for s in definition.plan] if definition.plan is not None else []
-            Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
-                                           depends_on=s["depends_on"], input=s["input"])
-                                      for i, s in enumerate(plan)])
+            plan = _steps_create(run, definition)
             event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
                 "agent": agent, "version": definition.version, "goal": goal,
                 "input": input or {}, "constraints": constraints or [], "plan": plan,
@@ -64,13 +61,28 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     except IntegrityError:
         if not idempotency_key:
             raise
-        existing = Run.objects.get(idempotency_key=idempotency_key)
-        if existing.request_hash != request_hash:
-            raise IdempotencyConflict(
-                "this Idempotency-Key was used for a different request", run_id=str(existing.pk)
-            ) from None
-        return existing
+        return _same_request(idempotency_key, request_hash)
     return run
+
+
+def _steps_create(run: Run, definition: Any) -> list[dict[str, Any]]:
+    """Insert the run's planned steps; return the plan as JSON (for run.created)."""
+    plan = [s.as_json() for s in definition.plan] if definition.plan is not None else []
+    Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
+                                   depends_on=s["depends_on"], input=s["input"])
+                              for i, s in enumerate(plan)])
+    return plan
+
+
+def _same_request(idempotency_key: str, request_hash: str) -> Run:
+    """Return the run created under ``idempotency_key``, or refuse a different body."""
+    existing = Run.objects.get(idempotency_key=idempotency_key)
+    if existing.request_hash != request_hash:
+        raise IdempotencyConflict(
+            "this Idempotency-Key was used for a different request", run_id=str(existing.pk)
+        ) from None
+    return existing
+
 
 def _budget_overrides(budget: dict[str, Any]) -> dict[str, Any]:
     out = {}
@@ -81,6 +93,7 @@ def _budget_overrides(budget: dict[str, Any]) -> dict[str, Any]:
             raise InvalidInput(f"budget {key} must be a positive integer or null, got {value!r}")
         out[_BUDGET_KEYS[key]] = value
     return out
+
 
 def actor_name(actor: Any) -> str:
     """Return the name an event records for ``actor`` (a user, a string, or nobody)."""
