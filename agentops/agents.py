@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jsonschema
 from django.conf import settings
 
 from agentops.llm.configured import model_from_settings
 from agentops.llm.protocol import ModelClient
 from agentops.tools import ToolSpec
 from runs.errors import UnknownAgent
-import jsonschema
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,12 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from agentops.api_auth import API_AUTH, UserRateThrottle, docs_guard
 from agentops.errors import AgentOpsError
 from agentops.jsonstate import unstorable_path
-from approvals.api import keys_router, router as approvals_router
-from ledger.api import admin_router as ledger_admin_router, router as ledger_router
-from runs.api import admin_router as runs_admin_router, router as runs_router
+from approvals.api import keys_router
+from approvals.api import router as approvals_router
+from ledger.api import admin_router as ledger_admin_router
+from ledger.api import router as ledger_router
+from runs.api import admin_router as runs_admin_router
+from runs.api import router as runs_router
 
 logger = logging.getLogger("agentops.api")
 

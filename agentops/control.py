@@ -1,6 +1,7 @@
 """Control-flow signals: they pass through a tool author's ``except Exception``; only the engine catches them."""
 from __future__ import annotations
 
+
 class RunControl(BaseException):  # noqa: N818 - control-flow signal, not an error
     """Base of control-flow signals that must pass through a tool author's ``except Exception``."""
 

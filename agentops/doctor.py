@@ -5,10 +5,12 @@ to do. ``manage.py agentops doctor`` prints ``doctor_checks()``; ``/readyz`` use
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
 from cryptography.fernet import Fernet
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -17,11 +19,9 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from agentops import clock
-from agentops.proxies import trusted_proxies
 from agentops.observability.collectors import heartbeat_max_age_s
+from agentops.proxies import trusted_proxies
 from runs.models import WorkerHeartbeat
-import ipaddress
-import redis
 
 DEV_SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
 

@@ -10,8 +10,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ledger.statuses import Effect, Reversibility
 from approvals.errors import ConfirmationRequired
+from ledger.statuses import Effect, Reversibility
 
 CONFIRM_WORD = "approve"
 HIGH_RISKS = frozenset({"high", "critical"})

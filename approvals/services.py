@@ -13,6 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from agentops import clock
+from agentops.agents import registry
 from agentops.errors import InvalidInput
 from agentops.tools import ToolSpec
 from approvals.errors import AlreadyDecided, NotAllowed, StaleApproval
@@ -24,18 +25,16 @@ from ledger.models import ToolCall
 from ledger.sealed import seal, unseal
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
-from runs.engine.runtime.events import NewEvent, result_event
+from runs.engine.runtime.attention import attention_fields, block_reason
+from runs.engine.runtime.events import NewEvent, event_append, result_event
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.transition import run_transition
+from runs.errors import UnknownAgent
 from runs.event_types import EventType
 from runs.models import Run
-from runs.statuses import TERMINAL, RunStatus, WaitKind
-from agentops.agents import registry
-from runs.errors import UnknownAgent
-from runs.engine.runtime.events import event_append
-from runs.engine.runtime.transition import run_transition
-from runs.engine.runtime.queue import run_enqueue
-from runs.engine.runtime.attention import attention_fields, block_reason
-from runs.engine.runtime.snapshots import load_state
 from runs.services import run_cancel
+from runs.statuses import TERMINAL, RunStatus, WaitKind
 
 # A run waiting for a person writes only a few events; this many means it moved on.
 STALE_AFTER_EVENTS = 100

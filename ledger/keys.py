@@ -4,8 +4,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentops.redaction import marker
 from agentops.jsonstate import canonical_json
+from agentops.redaction import marker
 
 
 def args_hash(args: dict[str, Any]) -> str:

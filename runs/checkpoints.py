@@ -33,6 +33,7 @@ import os
 import platform
 import shutil
 import tempfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,13 @@ from django.db import transaction
 
 from agentops import clock
 from agentops.agents import Agent, registry
+from agentops.jsonstate import canonical_json, check_json
 from ledger.secrets import run_secrets
 from runs import checkpoint_trust as trust
 from runs.checkpoint_trust import CheckpointRejected
 from runs.engine.core.context import context_build
 from runs.engine.runtime.events import NewEvent, event_append
-from agentops.jsonstate import canonical_json, check_json
+from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.session import state_projection
 from runs.engine.runtime.snapshots import load_state, migrate_state, snapshot_build
 from runs.errors import UnknownAgent, UnknownSchemaVersion
@@ -55,8 +57,6 @@ from runs.event_types import EventType
 from runs.models import Run, Step
 from runs.models.snapshot import CURRENT_STATE_SCHEMA
 from runs.statuses import RunStatus, StepStatus
-from importlib.metadata import PackageNotFoundError, version
-from runs.engine.runtime.queue import run_enqueue
 
 SCHEMA_VERSION = 1
 FILES = ("context.json", "state.json", "env.json")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from approvals.roles import can_view
 from runs.live import QUEUE_GROUP, run_group
-from channels.db import database_sync_to_async
 
 _FORBIDDEN = 4403
 

@@ -10,8 +10,8 @@ from pydantic import Strict, create_model
 
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
-from runs.statuses import BlockReason, RunStatus
 from runs.selectors import run_exceptions
+from runs.statuses import BlockReason, RunStatus
 
 Text200 = Field(min_length=1, max_length=200)
 

@@ -5,12 +5,12 @@ from collections.abc import Callable
 from typing import Any
 
 from agentops import clock
+from approvals.statuses import ApprovalStatus
+from approvals.transition import approvals_close_pending
 from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
-from approvals.statuses import ApprovalStatus
-from approvals.transition import approvals_close_pending
 
 # Calls that have not run and now never will.
 _NEVER_RUN = (TC.PENDING, TC.AWAITING_APPROVAL, TC.FAILED, TC.TIMED_OUT,

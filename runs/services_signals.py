@@ -13,8 +13,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentops.errors import Conflict, InvalidInput
-from runs.engine.runtime.events import NewEvent, event_append
 from agentops.jsonstate import check_json
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.session import state_projection
 from runs.engine.runtime.snapshots import load_state, snapshot_build
 from runs.engine.runtime.waits import signal_deliver
@@ -22,7 +23,6 @@ from runs.errors import RunError
 from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step
 from runs.statuses import TERMINAL, RunStatus, StepStatus
-from runs.engine.runtime.queue import run_enqueue
 
 _COPIED_BUDGET = ("budget_tokens", "budget_model_calls", "budget_tool_calls",
                   "budget_cost_micros", "recovery_limit")

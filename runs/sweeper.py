@@ -19,7 +19,11 @@ from django.db import DatabaseError, close_old_connections
 
 from agentops import clock
 from approvals.services import approvals_expire_due
-from runs.engine.runtime.recovery import runs_recover_dead_owners, runs_recover_expired, runs_requeue_stale
+from runs.engine.runtime.recovery import (
+    runs_recover_dead_owners,
+    runs_recover_expired,
+    runs_requeue_stale,
+)
 from runs.engine.runtime.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
 

@@ -1,10 +1,10 @@
 """django-q2 entry points: take a run id, call the engine, re-enqueue when the slice ended."""
 from __future__ import annotations
 
-from runs.engine.runtime.queue import enqueue_tick, worker_name
-from runs.slots import slot_submit
 from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.queue import enqueue_tick, worker_name
 from runs.engine.runtime.transition import run_urgent_waiting
+from runs.slots import slot_submit
 
 
 def tick(run_id: str) -> str:

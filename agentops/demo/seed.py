@@ -15,18 +15,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.utils import timezone
-
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
-from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
-from runs.models import Run
-from runs.statuses import RUNNABLE
 from approvals.actions.terminate import ACTION as terminate
-from runs.services import run_start
+from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
 from runs.engine.runtime.loop import run_tick
+from runs.models import Run
+from runs.services import run_start
+from runs.statuses import RUNNABLE
 
 WORKER = "demo-seed"
 # Demo-only credentials: printed on start, never for a real deployment.

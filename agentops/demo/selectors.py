@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import uuid
 
-from runs.selectors import Page
 from agentops.demo.models import WorldEffect
+from runs.selectors import Page
 
 PAGE_SIZE = 100
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.demo import world
+from agentops.demo.models import WorldEffect
 from agentops.tools import ToolContext, ToolResult, WaitForChildren, tool
 from ledger.artifacts import artifact_put
-from agentops.demo.models import WorldEffect
 from runs.models import Run
 
 APPROVE_REFUNDS_OVER = 100

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Count
 
+from agentops.demo.models import WorldEffect
 from agentops.tools import ToolContext
 from ledger.errors import (
     ToolBusinessRejection,
@@ -25,7 +26,6 @@ from ledger.errors import (
     ToolTransient,
 )
 from runs.models import Run
-from agentops.demo.models import WorldEffect
 
 ORDERS: dict[str, dict[str, Any]] = {
     "A-1001": {"item": "trail shoes", "amount": 45, "days_since_delivery": 6},

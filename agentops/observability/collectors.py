@@ -12,11 +12,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from agentops import clock
-from runs.models import Run
-from runs.statuses import RunStatus
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
-from runs.models import WorkerHeartbeat
+from runs.models import Run, WorkerHeartbeat
+from runs.statuses import RunStatus
 
 log = logging.getLogger(__name__)
 

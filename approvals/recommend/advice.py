@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
+
 from approvals.actions import ACTIONS
 from approvals.actions.base import bind
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
-from django.core.exceptions import PermissionDenied
 
 WAIT = "wait"
 _WHO = {ADMIN: "an admin", OPERATOR: "an operator", SUPPORT: "someone in support"}

@@ -11,11 +11,11 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentops.control import RunControl
 from agentops.redaction import EMPTY, Secrets, configured_secrets
 from agentops.tools import ToolContext, ToolSpec
 from ledger.errors import ToolError, ToolInvalidArguments
 from ledger.services.results import InvalidToolOutput, Layered, result_layer
-from agentops.control import RunControl
 
 _POOL = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="agentops-tool")
 # Parallel calls of one turn run here; each may itself wait on _POOL for its timeout, so the

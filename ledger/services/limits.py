@@ -5,13 +5,12 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 
 from agentops import clock
-from ledger.models import ToolLimit
+from ledger.models import ToolAttempt, ToolCall, ToolLimit
 from ledger.services.record import toolcall_move
-from django.db import transaction
-from ledger.models import ToolAttempt, ToolCall
 from ledger.statuses import ToolCallStatus
 
 _BREAKER_CATEGORIES = {"transient", "timeout", "rate_limited", "server_error"}

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentops.control import RunControl
 from agentops.tools import ToolContext, ToolSpec
 from ledger.services.execute import Outcome, call_secrets_of, outcome_scrubbed
 from ledger.services.results import result_layer
-from agentops.control import RunControl
 
 
 def probe_call(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any], failed: Outcome) -> Outcome:

@@ -11,12 +11,11 @@ from typing import Any
 
 from django.conf import settings
 
+from agentops.jsonstate import NotJSONSerializable, check_json, strip_nul
 from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
-from agentops.jsonstate import check_json, strip_nul
-from agentops.jsonstate import NotJSONSerializable
 
 
 class InvalidToolOutput(Exception):

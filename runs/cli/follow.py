@@ -7,10 +7,10 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.queue import worker_name
 from runs.models import Run, WorkerHeartbeat
 from runs.statuses import ATTENTION, TERMINAL, RunStatus
-from runs.engine.runtime.queue import worker_name
-from runs.engine.runtime.loop import run_tick
 from runs.sweeper import sweep_once
 
 BAR = 24

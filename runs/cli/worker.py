@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django_q.cluster import Cluster
 
 from runs.sweeper import sweep_loop, sweeper_name
-from django_q.cluster import Cluster
 
 
 def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any = None) -> int:

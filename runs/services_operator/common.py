@@ -10,6 +10,7 @@ from django.db import transaction
 from approvals.errors import ActionNotApplicable
 from runs.engine.core import reducer
 from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.session import state_projection
 from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.steps import step_rows_writers, step_statuses
@@ -17,7 +18,6 @@ from runs.engine.runtime.transition import run_transition
 from runs.models import Run
 from runs.services_operator.rules import ROLLBACK_OWNER, rollback_refusal, status_refusal
 from runs.statuses import RunStatus
-from runs.engine.runtime.queue import run_enqueue
 
 __all__ = ["ROLLBACK_OWNER", "actor_name", "requeue", "run_locked", "state_projection"]
 

@@ -15,11 +15,11 @@ from runs.engine.runtime.exceptions import exceptions_resolve, unknown_calls
 from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run
+from runs.services import run_cancel
 from runs.services_cancel import run_cancel_writes
 from runs.services_operator.common import actor_name, run_locked, state_projection
 from runs.services_operator.rules import FINISH as FINISH_STATUSES
 from runs.statuses import TERMINAL, RunStatus, StepStatus
-from runs.services import run_cancel
 
 
 def steps_not_done(state: dict[str, Any]) -> list[str]:

@@ -9,10 +9,10 @@ from agentops.agents import registry
 from approvals.errors import ActionNotApplicable
 from runs.errors import UnknownAgent
 from runs.models import Run
-from runs.services_operator.common import actor_name
-from runs.statuses import BlockReason, RunStatus
 from runs.services import run_cancel
+from runs.services_operator.common import actor_name
 from runs.services_signals import run_fork
+from runs.statuses import BlockReason, RunStatus
 
 
 def deployed_version_for(run: Run) -> str:

@@ -7,26 +7,25 @@ from typing import Any
 from django.db import transaction
 
 from agentops import clock
+from agentops.agents import registry
 from agentops.errors import InvalidInput
+from agentops.jsonstate import check_json
 from approvals.errors import ActionNotApplicable
-from ledger.models import ToolCall
+from approvals.models import Approval
+from approvals.records import approval_build, approvals_insert
+from approvals.statuses import ApprovalStatus
+from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
 from runs.engine.runtime.calls import result_event
 from runs.engine.runtime.events import NewEvent
-from agentops.jsonstate import check_json
 from runs.engine.runtime.snapshots import load_state
 from runs.event_types import EventType
 from runs.models import Run
+from runs.services import run_cancel
 from runs.services_operator import rules
 from runs.services_operator.common import actor_name, requeue, run_locked
 from runs.statuses import TERMINAL, RunStatus, StepStatus
-from agentops.agents import registry
-from approvals.models import Approval
-from approvals.records import approval_build, approvals_insert
-from approvals.statuses import ApprovalStatus
-from ledger.models import ToolAttempt
-from runs.services import run_cancel
 
 _CANCELLABLE = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL,
                 TC.CONFIRMED_NOT_EXECUTED)

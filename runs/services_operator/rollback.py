@@ -21,6 +21,8 @@ from agentops import clock
 from agentops.agents import registry
 from agentops.tools import ToolContext, ToolResult, ToolSpec
 from approvals.errors import ActionNotApplicable
+from approvals.statuses import ApprovalStatus
+from approvals.transition import approvals_close_pending
 from ledger.models import ToolCall
 from ledger.sealed import unseal
 from ledger.secrets import run_secrets
@@ -30,6 +32,7 @@ from ledger.statuses import DONE_OK
 from ledger.statuses import ToolCallStatus as TC
 from runs.engine.core import reducer
 from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.snapshots import load_state, snapshot_build
 from runs.engine.runtime.transition import run_transition
 from runs.errors import UnknownAgent
@@ -38,9 +41,6 @@ from runs.models import Event, Run
 from runs.services_operator import rules
 from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked, state_projection
 from runs.statuses import RunStatus
-from approvals.statuses import ApprovalStatus
-from approvals.transition import approvals_close_pending
-from runs.engine.runtime.queue import run_enqueue
 
 ROLLBACK_STATUSES = rules.ROLLBACK
 CLAIM_TTL = dt.timedelta(minutes=10)

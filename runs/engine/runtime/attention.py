@@ -4,10 +4,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from approvals.recommend import recommend_run
+from approvals.recommend import FailureClass, Situation, decide, recommend_run
 from runs.engine.core.policy import rule_for
 from runs.statuses import RunStatus
-from approvals.recommend import FailureClass, Situation, decide
 
 
 def attention_fields(*, run: Any, category: str, detail: str, state: dict[str, Any],

@@ -15,12 +15,12 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from agentops import clock
+from agentops.control import LeaseLost
+from agentops.jsonstate import check_json
 from agentops.redaction import Secrets
 from ledger.secrets import run_secrets
 from runs.engine.runtime import unit_sql
-from agentops.jsonstate import check_json
 from runs.errors import RunNotFound, UnknownEventType
-from agentops.control import LeaseLost
 from runs.event_types import EventType, is_known
 from runs.live import live_run_changed
 from runs.models import Event, Run

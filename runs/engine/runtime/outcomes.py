@@ -8,10 +8,10 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from runs.engine.core.policy import backoff_delay
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.attention import attention_fields, block_reason, wait_fields
 from runs.engine.runtime.events import NewEvent
-from runs.engine.core.policy import backoff_delay
 from runs.engine.runtime.session import RunSession
 from runs.event_types import EventType
 from runs.statuses import UNKNOWN_OUTCOME, RunStatus

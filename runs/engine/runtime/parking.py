@@ -22,7 +22,13 @@ from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.outcomes import wait
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.settlement import Settlement
-from runs.engine.runtime.waits import Parked, park_request, signal_available, signal_consume, signal_events
+from runs.engine.runtime.waits import (
+    Parked,
+    park_request,
+    signal_available,
+    signal_consume,
+    signal_events,
+)
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from agentops.pricing import ANY_MODEL
 from agentops.llm.protocol import Usage
+from agentops.pricing import ANY_MODEL
 from runs.models import ModelPrice
 
 CACHE_S = 5.0

@@ -1,6 +1,7 @@
 """Recovery: runs whose worker died (lease expired) go back to the queue, up to a limit."""
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db import connection, transaction
@@ -10,15 +11,13 @@ from runs.engine.core import reducer
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.attention import attention_fields, block_reason
 from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.transition import run_transition
-from runs.errors import IllegalTransition
+from runs.errors import IllegalTransition, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run
 from runs.statuses import RunStatus
-from runs.engine.runtime.queue import run_enqueue
-from runs.engine.runtime.snapshots import load_state
-from runs.errors import UnknownSchemaVersion
-import datetime as dt
 
 
 def runs_recover_expired(*, limit: int = 100) -> list[Any]:

@@ -9,9 +9,9 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from agentops.jsonstate import canonical_json, check_json
 from runs.engine.core import reducer
 from runs.engine.runtime.events import event_tail
-from agentops.jsonstate import canonical_json, check_json
 from runs.errors import UnknownSchemaVersion
 from runs.models import Snapshot
 from runs.models.snapshot import CURRENT_STATE_SCHEMA

@@ -23,12 +23,12 @@ from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.runtime.calls import result_event
 from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.start import run_start
 from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
 from runs.models import Run, Signal
 from runs.statuses import ATTENTION, COMPLETED, TERMINAL, RunStatus, WaitKind
-from runs.engine.runtime.start import run_start
-from runs.engine.runtime.queue import run_enqueue
 
 Writer = Callable[[], Any]
 

@@ -4,20 +4,19 @@ from __future__ import annotations
 import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from runs.cli.worker import worker_serve
-from runs.sweeper import sweep_once
-from agentops.errors import AgentOpsError
-from runs.cli.follow import run_follow
-from runs.services import run_start
-from runs.models import Run
-from agentops.doctor import doctor_checks
+
 from agentops.demo.launch import demo_main
-from runs.checkpoints import checkpoint_export
+from agentops.doctor import doctor_checks
+from agentops.errors import AgentOpsError
 from approvals.apikeys import apikey_create
 from approvals.users import user_create
-from runs.checkpoints import checkpoint_import
 from ledger.services.rotation import sealed_rotate
-from runs.cli.follow import exceptions_text
+from runs.checkpoints import checkpoint_export, checkpoint_import
+from runs.cli.follow import exceptions_text, run_follow
+from runs.cli.worker import worker_serve
+from runs.models import Run
+from runs.services import run_start
+from runs.sweeper import sweep_once
 
 
 class Command(BaseCommand):
