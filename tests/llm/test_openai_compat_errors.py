@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agentops.errors import ConfigError
+from agentops.llm.configured import openai_from_settings
 from agentops.llm.openai_compat import OpenAICompatClient
 from agentops.llm.protocol import (
     AuthError,
@@ -368,7 +369,7 @@ def test_from_settings_requires_base_url_and_model(settings: Any) -> None:
     settings.AGENTOPS_MODEL_BASE_URL = ""
     settings.AGENTOPS_MODEL_NAME = ""
     with pytest.raises(ConfigError, match="AGENTOPS_MODEL_BASE_URL and AGENTOPS_MODEL_NAME"):
-        OpenAICompatClient.from_settings()
+        openai_from_settings()
 
 
 def test_from_settings_builds_a_working_client(settings: Any, fake: FakeServer) -> None:
@@ -376,7 +377,7 @@ def test_from_settings_builds_a_working_client(settings: Any, fake: FakeServer) 
     settings.AGENTOPS_MODEL_API_KEY = API_KEY
     settings.AGENTOPS_MODEL_NAME = "fake-model"
     fake.answer = Canned(body=completion({"content": "hi"}))
-    reply = OpenAICompatClient.from_settings().complete(
+    reply = openai_from_settings().complete(
         messages=[{"role": "user", "content": "x"}], tools=[]
     )
     assert reply.text == "hi"
