@@ -26,24 +26,23 @@ def _env_bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: float, kind: type[int] | type[float]) -> float:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        return kind(raw)
     except ValueError as exc:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{name} must be {what}, got {raw!r}") from exc
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(_env_number(name, default, int))
 
 
 def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
+    return float(_env_number(name, default, float))
 
 
 DEBUG = _env_bool("AGENTOPS_DEBUG", True)
@@ -170,6 +169,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+_q_timeout = _env_int("AGENTOPS_Q_TIMEOUT", 600)
 # django-q2: our engine owns retries, timeouts and leases. q2 must never re-run a tick on its
 # own schedule (a redelivered tick is harmless, but a q2 retry racing our sweeper wastes work),
 # so retry is set far beyond timeout and max_attempts=1; the time slice of a tick
@@ -182,8 +182,8 @@ AGENTOPS_UNIT_SQL = _env_bool("AGENTOPS_UNIT_SQL", True)
 Q_CLUSTER = {
     "name": "agentops",
     "workers": _env_int("AGENTOPS_WORKERS", 2),
-    "timeout": _env_int("AGENTOPS_Q_TIMEOUT", 600),
-    "retry": _env_int("AGENTOPS_Q_TIMEOUT", 600) + 60,
+    "timeout": _q_timeout,
+    "retry": _q_timeout + 60,
     "max_attempts": 1,
     "ack_failures": True,
     "save_limit": 200,
@@ -216,12 +216,12 @@ AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else
 AGENTOPS_DB_POOL_MAX = _env_int("AGENTOPS_DB_POOL_MAX", 8)
 AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
-# A write tool without its own timeout gets this one: with the lease TTL it bounds how long
-# an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
 # A busy tick looks this often whether a recovered run waits for a worker; one that has
 # waited longer than the grace (an idle worker would have taken it) makes the tick yield.
 AGENTOPS_YIELD_CHECK_S = _env_float("AGENTOPS_YIELD_CHECK_S", 0.25)
 AGENTOPS_URGENT_GRACE_S = _env_float("AGENTOPS_URGENT_GRACE_S", 0.3)
+# A write tool without its own timeout gets this one: with the lease TTL it bounds how long
+# an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
 AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
@@ -240,14 +240,14 @@ AGENTOPS_MODEL_CONTEXT_WINDOW = _env_int("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)
 # Prices per million tokens in dollars, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}};
 # "*" prices every other model. Rows on the console's settings page override these.
 AGENTOPS_MODEL_PRICES = prices_from_setting(os.environ.get("AGENTOPS_MODEL_PRICES", ""))
-# Console pages poll every N seconds as a fallback to live updates over websockets; 0 = off.
-AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 AGENTOPS_MODEL_TOOL_CHOICE = os.environ.get("AGENTOPS_MODEL_TOOL_CHOICE", "auto")
 AGENTOPS_MODEL_FORCE_TURNS = _env_int("AGENTOPS_MODEL_FORCE_TURNS", 2)
 AGENTOPS_MODEL_STRICT_TOOLS = _env_bool("AGENTOPS_MODEL_STRICT_TOOLS", False)
 AGENTOPS_MODEL_REPAIR_TURNS = _env_int("AGENTOPS_MODEL_REPAIR_TURNS", 1)
 AGENTOPS_MODEL_STREAM = _env_bool("AGENTOPS_MODEL_STREAM", False)
 AGENTOPS_MODEL_MAX_TOKENS = _env_int("AGENTOPS_MODEL_MAX_TOKENS", 0)
+# Console pages poll every N seconds as a fallback to live updates over websockets; 0 = off.
+AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 # MCP servers whose declared tools agents mount (agentops.mcp_tools.mcp_tools_from_settings):
 # {"name": {"command": [...] | "url": "...", "env": {...}, "tools": {tool: options}}}.
 AGENTOPS_MCP_SERVERS: dict = {}

@@ -11,21 +11,8 @@ from typing import Any
 
 import anthropic
 
-from agentops.llm.openai_compat import _CONTEXT_HINT, _SAFE_CODE, _retry_after
-from agentops.llm.protocol import (
-    AuthError,
-    ContextOverflow,
-    InvalidRequest,
-    ModelError,
-    ModelOptions,
-    ModelReply,
-    ModelTimeout,
-    RateLimited,
-    ServerError,
-    TextSink,
-    ToolCallRequest,
-    Usage,
-)
+from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, TextSink, ToolCallRequest, Usage
+from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
 from agentops.llm.repair import complete_with_repair
 
 # The Messages API requires max_tokens on every request.
@@ -159,39 +146,11 @@ def _reply(message: Any) -> ModelReply:
 
 def _model_error(exc: anthropic.APIError) -> ModelError:
     """Map an SDK error to a ModelError whose message is a short, secret-free summary."""
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ModelTimeout("timeout: no answer in time")
     if isinstance(exc, anthropic.APIConnectionError):
-        return ServerError("server_error: connection failed")
+        return transport_error(timed_out=isinstance(exc, anthropic.APITimeoutError))
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int) or status < 400:
-        return ServerError("server_error: malformed response")
     body = exc.body if isinstance(exc.body, dict) else {}
-    kind = str((body.get("error") or {}).get("type") or "")
-    code = kind if _SAFE_CODE.match(kind or "-") else ""
-    error = _status_error(status, code, exc)
-    error.status_code = status  # type: ignore[attr-defined]
-    error.provider_code = code  # type: ignore[attr-defined]
-    return error
-
-
-def _status_error(status: int, code: str, exc: anthropic.APIError) -> ModelError:
-    """Pick the ModelError class for an HTTP error status (529 is Anthropic's "overloaded")."""
-    suffix = f" ({code})" if code else ""
-    if status == 429:
-        return RateLimited(f"rate_limited: HTTP 429{suffix}",
-                           retry_after=_retry_after(getattr(exc, "response", None)))
-    if status == 408:
-        return ModelTimeout(f"timeout: HTTP 408{suffix}")
-    if status >= 500 or status == 409:
-        return ServerError(f"server_error: HTTP {status}{suffix}")
-    if status in (401, 403):
-        return AuthError(f"auth_error: HTTP {status}{suffix}")
-    if status == 413 or (status == 400 and _CONTEXT_HINT.search(_text(exc))):
-        return ContextOverflow(f"context_overflow: HTTP {status}{suffix}")
-    return InvalidRequest(f"invalid_request: HTTP {status}{suffix}")
-
-
-def _text(exc: anthropic.APIError) -> str:
-    body = exc.body
-    return f"{exc.message} {json.dumps(body) if isinstance(body, dict) else body or ''}"
+    code = safe_code((body.get("error") or {}).get("type"))
+    # Anthropic says "prompt is too long" in a 400; 413 is its request_too_large.
+    overflow = status == 413 or (status == 400 and mentions_context(exc.message, exc.body))
+    return status_error(status, code, response=getattr(exc, "response", None), overflow=overflow)

@@ -3,6 +3,7 @@
 ``AGENTOPS_MODEL_PROVIDER`` picks the client ("openai" for any OpenAI-compatible endpoint:
 OpenAI, vLLM, Ollama, llama.cpp; "anthropic" for the Messages API); the other
 ``AGENTOPS_MODEL_*`` settings configure it. An Agent without ``model=`` uses this.
+This is the only module that knows both clients; they know neither it nor each other.
 """
 from __future__ import annotations
 

@@ -3,37 +3,22 @@
 from __future__ import annotations
 
 import json
-import math
-import re
-import time
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
 
 from agentops.llm.protocol import (
-    AuthError,
-    ContextOverflow,
-    InvalidRequest,
     ModelError,
     ModelOptions,
     ModelReply,
-    ModelTimeout,
-    RateLimited,
     ServerError,
     TextSink,
     ToolCallRequest,
     Usage,
 )
+from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
 from agentops.llm.repair import complete_with_repair
 
-# Providers word "prompt too long" differently; the failure policy must still see one category.
-_CONTEXT_HINT = re.compile(
-    r"context[_ ]length|context window|maximum context|n_ctx|too many tokens|prompt is too long"
-    r"|input is too long|exceed\w*\W+(?:\w+\W+){0,4}?(?:context|tokens?|window)\b",
-    re.IGNORECASE,
-)
-_SAFE_CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 # The SDK refuses to build without a key; keyless local servers ignore the header anyway.
 _NO_KEY = "no-key"
 
@@ -183,61 +168,18 @@ def _parse_arguments(raw: str, *, cut_off: bool) -> dict[str, Any] | None:
 
 def _model_error(exc: openai.APIError) -> ModelError:
     """Map an SDK error to a ModelError whose message is a short, secret-free summary."""
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelTimeout("timeout: no answer in time")
     if isinstance(exc, openai.APIConnectionError):
-        return ServerError("server_error: connection failed")
+        return transport_error(timed_out=isinstance(exc, openai.APITimeoutError))
     status = getattr(exc, "status_code", None)
-    if not isinstance(status, int) or status < 400:
-        return ServerError("server_error: malformed response")
-    code = exc.code if exc.code and _SAFE_CODE.match(exc.code) else ""
-    error = _status_error(status, code, exc)
-    error.status_code = status  # type: ignore[attr-defined]
-    error.provider_code = code  # type: ignore[attr-defined]
-    return error
+    code = safe_code(exc.code)
+    return status_error(status, code, response=getattr(exc, "response", None),
+                        overflow=_overflow(status, code, exc))
 
 
-def _status_error(status: int, code: str, exc: openai.APIError) -> ModelError:
-    """Pick the ModelError class for an HTTP error status."""
-    suffix = f" ({code})" if code else ""
-    if status == 429:
-        retry_after = _retry_after(getattr(exc, "response", None))
-        return RateLimited(f"rate_limited: HTTP 429{suffix}", retry_after=retry_after)
-    if status == 408:
-        return ModelTimeout(f"timeout: HTTP 408{suffix}")
-    if status >= 500 or status == 409:
-        return ServerError(f"server_error: HTTP {status}{suffix}")
-    if status in (401, 403):
-        return AuthError(f"auth_error: HTTP {status}{suffix}")
-    if status in (400, 413, 422) and _mentions_context(code, exc):
-        return ContextOverflow(f"context_overflow: HTTP {status}{suffix}")
-    return InvalidRequest(f"invalid_request: HTTP {status}{suffix}")
-
-
-def _mentions_context(code: str, exc: openai.APIError) -> bool:
+def _overflow(status: object, code: str, exc: openai.APIError) -> bool:
     """Tell whether a 4xx says the prompt does not fit the model's window."""
-    if code == "context_length_exceeded" or getattr(exc, "status_code", 0) == 413:
+    if status == 413:
         return True
-    body = exc.body if isinstance(exc.body, (str, dict)) else ""
-    text = json.dumps(body) if isinstance(body, dict) else body
-    return bool(_CONTEXT_HINT.search(f"{exc.message} {text}"))
-
-
-def _retry_after(response: Any) -> float | None:
-    """Return the seconds a 429 asks us to wait (Retry-After as seconds or HTTP-date)."""
-    headers = getattr(response, "headers", None) or {}
-    millis = headers.get("retry-after-ms")
-    value = headers.get("retry-after")
-    try:
-        seconds = float(millis) / 1000 if millis is not None else float(value or "")
-    except ValueError:
-        seconds = _seconds_until(value) if value else math.nan
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _seconds_until(http_date: str) -> float:
-    """Return the seconds from now until an HTTP-date, or NaN when it is not one."""
-    try:
-        return parsedate_to_datetime(http_date).timestamp() - time.time()
-    except (TypeError, ValueError):
-        return math.nan
+    if status not in (400, 422):
+        return False
+    return code == "context_length_exceeded" or mentions_context(exc.message, exc.body)

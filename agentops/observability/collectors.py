@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -22,6 +22,14 @@ log = logging.getLogger(__name__)
 
 def _age_seconds(oldest: dt.datetime | None, now: dt.datetime) -> float:
     return max((now - oldest).total_seconds(), 0.0) if oldest else 0.0
+
+
+def _backlog(rows: QuerySet, *, since: str, now: dt.datetime, count: tuple[str, str],
+             age: tuple[str, str]) -> Iterator[Metric]:
+    """Yield a gauge of how many ``rows`` wait and one of how long the oldest has (by ``since``)."""
+    agg = rows.aggregate(n=Count("id"), oldest=Min(since))
+    yield GaugeMetricFamily(*count, value=agg["n"])
+    yield GaugeMetricFamily(*age, value=_age_seconds(agg["oldest"], now))
 
 
 def heartbeat_max_age_s() -> float:
@@ -70,29 +78,19 @@ class DatabaseCollector:
         return family
 
     def _queue(self, now: dt.datetime) -> Iterator[Metric]:
-        agg = Run.objects.filter(status=RunStatus.QUEUED).aggregate(
-            n=Count("id"), oldest=Min("updated_at")
-        )
-        yield GaugeMetricFamily(
-            "agentops_queue_depth", "Runs queued and waiting for a worker.", value=agg["n"]
-        )
-        yield GaugeMetricFamily(
-            "agentops_queue_oldest_age_seconds",
-            "Seconds since the oldest queued run last changed (0 when the queue is empty).",
-            value=_age_seconds(agg["oldest"], now),
+        return _backlog(
+            Run.objects.filter(status=RunStatus.QUEUED), since="updated_at", now=now,
+            count=("agentops_queue_depth", "Runs queued and waiting for a worker."),
+            age=("agentops_queue_oldest_age_seconds",
+                 "Seconds since the oldest queued run last changed (0 when the queue is empty)."),
         )
 
     def _approvals(self, now: dt.datetime) -> Iterator[Metric]:
-        agg = Approval.objects.filter(status=ApprovalStatus.PENDING).aggregate(
-            n=Count("id"), oldest=Min("created_at")
-        )
-        yield GaugeMetricFamily(
-            "agentops_approvals_pending", "Approvals waiting for a decision.", value=agg["n"]
-        )
-        yield GaugeMetricFamily(
-            "agentops_approvals_oldest_age_seconds",
-            "Age in seconds of the oldest pending approval (0 when none).",
-            value=_age_seconds(agg["oldest"], now),
+        return _backlog(
+            Approval.objects.filter(status=ApprovalStatus.PENDING), since="created_at", now=now,
+            count=("agentops_approvals_pending", "Approvals waiting for a decision."),
+            age=("agentops_approvals_oldest_age_seconds",
+                 "Age in seconds of the oldest pending approval (0 when none)."),
         )
 
     def _workers(self, now: dt.datetime) -> Metric:
