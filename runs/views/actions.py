@@ -11,27 +11,33 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agentops.errors import InvalidInput
+from agentops.errors import AgentOpsError, InvalidInput
 from approvals.actions import RUN_ACTIONS
 from approvals.actions.base import Action
 from approvals.actions.params import params_fields, params_from_form
+from approvals.confirmation import Typed
 from approvals.forms import ReasonForm
 from approvals.roles import can_operate, can_see_results
 from ledger.artifacts import artifact_read
 from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.outlook import action_outlook
+from runs.rollback_points import RollbackPoint, rollback_points
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
 
 
-def _preview_params(action: Action, request: HttpRequest) -> dict[str, Any]:
-    """Return the checkpoint picked so far (the preview depends on it), if the action has one."""
+def _preview_params(action: Action, request: HttpRequest,
+                    points: list[RollbackPoint]) -> dict[str, Any]:
+    """Return the checkpoint picked so far (the preview depends on it), if the action has
+    one; the newest rollback point (before the current step) until one is picked."""
     for f in params_fields(action.params):
         if f.widget == "checkpoint":
             seq = request.POST.get(f.name) or request.GET.get(f.name) or ""
-            return {f.name: int(seq)} if seq.isdigit() else {}
+            if seq.isdigit():
+                return {f.name: int(seq)}
+            return {f.name: points[0].seq} if points else {}
     return {}
 
 
@@ -40,20 +46,30 @@ def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
             for f in params_fields(action.params)]
 
 
+def _typed(action: Action, run: Any, params: dict[str, Any]) -> Typed | None:
+    """Return what the person must type to confirm (the word, or the amount it moves)."""
+    try:
+        return action.confirmation(run, **params)
+    except AgentOpsError:
+        # The checkpoint cannot be rolled back to (the dialog says why): the word confirms.
+        return action.confirmation(None)
+
+
 def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action) -> dict[str, Any]:
     run, verb = detail.run, action.verb
     fields = _fields(action, run)
     checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
+    points = rollback_points(run=run) if checkpoint else []
+    chosen = _preview_params(action, request, points)
     return {"run": run, "d": detail, "action": action, "verb": verb,
             "verb_label": action.label, "verb_help": action.help,
             "recommended": run.recommended_action == verb, "fields": fields,
             "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
-            "rerun": _dispatch.preview(verb, run=run, user=request.user,
-                                       **_preview_params(action, request)),
-            "snapshots": sel.snapshots_for_run(run_id=run.pk) if checkpoint else [],
+            "rerun": _dispatch.preview(verb, run=run, user=request.user, **chosen),
+            "points": points, "confirm_rule": _typed(action, run, chosen),
             "seen_seq": run.last_seq, "errors": [], "form_data": {},
-            "checkpoint": next(iter(_preview_params(action, request).values()), None),
-            "outlook": action_outlook(run=run, verb=verb, **_preview_params(action, request))
+            "checkpoint": next(iter(chosen.values()), None),
+            "outlook": action_outlook(run=run, verb=verb, **chosen)
             if verb in ("skip", "rollback") else None}
 
 
@@ -110,7 +126,8 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
         return page(request, "runs/confirm.html", context, partial="form", status=409
                     if context.get("changed") else 422)
     outcome = _dispatch.perform(verb, run=run, user=request.user,
-                                reason=form.cleaned_data["reason"], **params)
+                                reason=form.cleaned_data["reason"],
+                                confirm=request.POST.get("confirm", "")[:100], **params)
     if not outcome.ok:
         context["errors"].append(outcome.error)
         return page(request, "runs/confirm.html", context, partial="form", status=outcome.status)
@@ -133,8 +150,6 @@ def run_fork(request: HttpRequest, run_id: Any) -> HttpResponse:
     except ImportError:
         messages.error(request, "Forking is not available yet.")
         return redirect("console:run", run_id=run.pk)
-    from agentops.errors import AgentOpsError
-
     try:
         child = service(run=run, seq=seq, actor=request.user)
     except AgentOpsError as exc:
@@ -163,7 +178,6 @@ def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show the messages the model would see if the run resumed now."""
     run = _detail(run_id).run
     from agentops.agents import registry
-    from agentops.errors import AgentOpsError
     from runs.engine.context import context_build
     from runs.engine.snapshots import load_state
 
