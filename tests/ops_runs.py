@@ -34,10 +34,12 @@ def _agent(name: str, script: dict, plan: list[tuple[str, str]]) -> None:
 
 
 def refund_then_blocked(name: str = "ops-refunder") -> Run:
-    """Blocked in step 3 (notify) after step 2 (refund_customer) refunded 250 EUR."""
+    """Blocked in step 3 (notify) after step 2 (refund_customer) refunded 250 EUR (reversible)
+    and emailed the customer (irreversible: a rollback lists it to be handled by hand)."""
     world.fail_next["lookup"] = [ToolPermissionDenied("no access to the mail region")]
     _agent(name, {"check": [call("poll", ref="return-policy"), say("eligible")],
                   "refund_customer": [call("refund", order="A-2002", amount=250),
+                                      call("email", to="a2002@example.com"),
                                       say("refunded")],
                   "notify": [call("lookup", item="mail-template"), say("sent")]},
            [("check", "Check the policy"), ("refund_customer", "Refund the customer"),

@@ -108,6 +108,9 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
              context: dict[str, Any]) -> HttpResponse:
     run, form, verb = detail.run, ReasonForm(request.POST), action.verb
     context["form_data"] = request.POST
+    # What was ticked stays ticked when the form comes back with an error.
+    context["ticked"] = request.POST.getlist(context["ticks_name"]) if context["ticks_name"] \
+        else []
     try:
         params = params_from_form(verb, action.params, request.POST)
     except InvalidInput as exc:

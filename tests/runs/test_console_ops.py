@@ -46,6 +46,9 @@ def test_rollback_to_before_the_refund_previews_and_undoes_it(engine, users):
     refund = ToolCall.objects.get(run=run, tool="refund")
     row = re.search(rf'<tr data-call="{refund.tool_call_id}">(.*?)</tr>', html, re.S).group(1)
     assert "refund" in row and "idempotent" in row and "compensated (undone)" in row
+    email = ToolCall.objects.get(run=run, tool="email")
+    row = re.search(rf'<tr data-call="{email.tool_call_id}">(.*?)</tr>', html, re.S).group(1)
+    assert "irreversible" in row and "I handled it by hand" in row
     assert "Type 250 (the amount) or “rollback” to roll back" in html
     bare = client.post(url, {"to_seq": to_seq, "reason": "wrong order", "seen_seq": run.last_seq})
     assert bare.status_code == 422
@@ -53,7 +56,7 @@ def test_rollback_to_before_the_refund_previews_and_undoes_it(engine, users):
         bare.content.decode()
     assert world.count("unrefund") == 0 and not Intervention.objects.filter(run=run).exists()
     done = client.post(url, {"to_seq": to_seq, "reason": "wrong order", "confirm": "250",
-                             "seen_seq": run.last_seq})
+                             "ticked": email.tool_call_id, "seen_seq": run.last_seq})
     assert done.status_code == 302
     refund.refresh_from_db()
     assert refund.status == "compensated" and world.count("unrefund") == 1
