@@ -192,11 +192,6 @@ class Bound:
         """Return what the action will cause to run again."""
         return self.action.preview(self.target, **self.params)
 
-    def confirmation(self) -> Typed | None:
-        """Return what the person must type before it runs (None: nothing)."""
-        params = {k: v for k, v in self.params.items() if k != "confirm"}
-        return self.action.confirmation(self.target, **params)
-
 
 def bind(action: Action, *, user: Any, run: Any = None, approval: Any = None,
          reason: str = "", **params: Any) -> Bound:
