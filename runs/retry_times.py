@@ -28,7 +28,7 @@ class NextAttempt:
     tool: str = ""
     tool_call_id: str = ""
     attempt: int = 0  # the attempt number it will be (0: the step, not one call)
-    why: str = ""  # what it backs off from ("timeout", "backoff after rate_limited")
+    why: str = ""  # what it backs off from ("after timeout", "backoff after rate_limited")
 
 
 def next_attempts(*, run: Run, limit: int = 5) -> list[NextAttempt]:
@@ -38,7 +38,8 @@ def next_attempts(*, run: Run, limit: int = 5) -> list[NextAttempt]:
              .order_by("not_before", "id")[:limit])
     found = [NextAttempt(at=c.not_before, step=c.step_key, tool=c.tool,
                          tool_call_id=c.tool_call_id, attempt=c.attempts + 1,
-                         why=c.error_class) for c in calls]
+                         why=f"after {c.error_class}" if c.error_class else "")
+             for c in calls]
     timer = (run.status == RunStatus.WAITING and run.wait_kind == WaitKind.TIMER
              and run.wait_until is not None and run.wait_until > now)
     if timer and not found:

@@ -4,6 +4,7 @@ scripted model and tests.engine_agents' world; use with the ``engine`` fixture."
 from __future__ import annotations
 
 from agentops.agents import Agent, StepSpec, registry
+from agentops.llm.protocol import RateLimited
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.errors import ToolPermissionDenied, ToolTransient
@@ -75,5 +76,14 @@ def backing_off(name: str = "ops-backoff", delay_s: float = 300) -> Run:
     _agent(name, {"quote": [call("lookup", item="book"), say("quoted")]},
            [("quote", "Quote the price")])
     run = run_start(agent=name, goal="Quote a book")
+    assert drive(run) == "waiting" and run.wait_kind == "timer"
+    return run
+
+
+def model_backing_off(name: str = "ops-model-backoff", delay_s: float = 120) -> Run:
+    """Waiting on a timer: the model provider answered 429 with Retry-After ``delay_s``."""
+    _agent(name, {"quote": [RateLimited("slow down", retry_after=delay_s), say("quoted")]},
+           [("quote", "Quote the price")])
+    run = run_start(agent=name, goal="Quote a pen")
     assert drive(run) == "waiting" and run.wait_kind == "timer"
     return run

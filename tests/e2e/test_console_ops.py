@@ -13,7 +13,7 @@ import pytest
 
 from approvals.models import Intervention
 from ledger.models import ToolCall
-from runs.models import Event, Run
+from runs.models import Event, Run, Snapshot
 from tests.approvals.conftest import blocked_run, unknown_run
 from tests.console_factories import make_role_users
 from tests.e2e.conftest import SCREENSHOTS
@@ -100,14 +100,16 @@ def test_terminate_asks_for_the_word_in_the_dialog(engine, new_page, live_server
 
 def test_bulk_retry_lists_runs_and_calls_then_reports_each(engine, new_page, live_server, people):
     a, b, odd = blocked_run("e2e-bulk"), blocked_run("e2e-bulk"), unknown_run("e2e-bulk-odd")
+    newer = blocked_run("e2e-bulk-newer")
+    Snapshot.objects.filter(run=newer).update(schema_version=99)  # written by a newer AgentOps
     page = new_page("operator")
     page.goto(f"{live_server.url}/?tab=all")
-    for run in (a, b, odd):
+    for run in (a, b, odd, newer):
         page.locator(f'input[name=run][value="{run.pk}"]').check()
     page.locator("[data-bulk-submit]").click()
     page.wait_for_url(re.compile(r".*/bulk/.*"))
     table = page.locator("table[data-bulk-runs]")
-    assert table.locator("tbody tr").count() == 3
+    assert table.locator("tbody tr").count() == 4
     page.locator("select[name=verb]").select_option("retry")  # htmx reloads the preview
     page.locator('tr[data-run] .call-line').first.wait_for()
     for run in (a, b):
@@ -116,9 +118,11 @@ def test_bulk_retry_lists_runs_and_calls_then_reports_each(engine, new_page, liv
     assert "Refused:" in table.locator(f'tr[data-run="{odd.pk}"]').inner_text()
     page.screenshot(path=str(SCREENSHOTS / "ops_bulk_confirm.png"), full_page=True)
     page.locator("textarea[name=bulk_reason]").fill("region access granted")
-    page.locator("button:has-text('Retry step: apply to 3 runs')").click()
+    page.locator("button:has-text('Retry step: apply to 4 runs')").click()
     page.locator("[data-tally]").wait_for()
-    assert page.locator("[data-tally]").inner_text() == "2 done · 1 refused · 0 errors"
+    assert page.locator("[data-tally]").inner_text() == "2 done · 1 refused · 1 error"
+    assert "state schema 99 is newer" in page.locator(
+        f'tr[data-result="error"][data-run="{newer.pk}"]').inner_text()
     for run in (a, b):
         done = page.locator(f'tr[data-result="done"][data-run="{run.pk}"]')
         assert "lookup (read): runs again" in done.inner_text()

@@ -14,7 +14,8 @@ from runs.models import Event, Run, Snapshot
 from tests.approvals.conftest import blocked_run, unknown_run
 from tests.console_factories import client_for
 from tests.engine_agents import world
-from tests.ops_runs import backing_off, looping, refund_then_blocked, stalled
+from tests.ops_runs import (backing_off, looping, model_backing_off, refund_then_blocked,
+                            stalled)
 
 pytestmark = pytest.mark.django_db
 UTC = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
@@ -150,6 +151,16 @@ def test_the_next_attempt_of_a_backing_off_call_shows_on_the_run_and_in_the_queu
     queue = client.get(reverse("console:queue"), {"tab": "waiting"}).content.decode()
     assert re.search(rf'data-next-try>next try <time datetime="[^"]+" title="{stamp}">'
                      r"in 4m 5\ds</time>", queue)
+
+
+def test_a_step_backing_off_as_a_whole_shows_when_it_tries_again(engine, users):
+    run = model_backing_off(delay_s=120)
+    html = client_for(users["viewer"]).get(reverse("console:run", args=[run.pk])).content.decode()
+    dd = re.search(r"<dd data-next-retry>(.*?)</dd>", html, re.S).group(1)
+    stamp = run.wait_until.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert re.search(r'step <span class="mono">quote</span> again <time datetime="[^"]+" '
+                     rf'title="{stamp}">in 1m 5\ds</time>', dd)
+    assert f"at {stamp} · backoff after rate limited" in dd
 
 
 def test_a_loop_shows_the_repeated_calls_side_by_side(engine, users):
