@@ -24,7 +24,7 @@ from runs.models import Event, Run
 from runs.statuses import BlockReason, RunStatus
 
 WINDOW = 20  # model turns of the step read, newest first (the engine's guard window)
-SHOWN = 6  # repeats or rounds shown side by side
+SHOWN = 6  # repeats shown side by side
 _GUARDS = (BlockReason.LOOP_DETECTED, BlockReason.STALLED)
 _KINDS = {FailureClass.LOOP: "loop", FailureClass.STALL: "stall",
           FailureClass.TURN_LIMIT: "turn_limit"}
@@ -78,7 +78,7 @@ def guard_evidence(*, run: Run) -> GuardEvidence | None:
     if kind == "loop":
         repeats = _repeats(rounds)
         return GuardEvidence(kind, step, _loop_summary(repeats), repeats=repeats)
-    shown = rounds[-max(STALL_ROUNDS, SHOWN):] if kind == "stall" else rounds[-SHOWN:]
+    shown = rounds[-STALL_ROUNDS:]  # the rounds the guard counted (a turn limit: the last ones)
     dull = sum(1 for r in shown if r.verdict != "new facts")
     return GuardEvidence(kind, step, f"{dull} of the last {len(shown)} rounds of {step} "
                          "brought no new facts", rounds=shown)
