@@ -3,6 +3,8 @@ a loop, a stall and a tool call backing off. Each is made by the real loop with 
 scripted model and tests.engine_agents' world; use with the ``engine`` fixture."""
 from __future__ import annotations
 
+from typing import Any
+
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.protocol import RateLimited
 from agentops.llm.scripted import ScriptedModel, call, say
@@ -27,11 +29,11 @@ def refund(ctx, order: str, amount: int) -> ToolResult:
                       summary=f"refunded {amount} EUR on {order}")
 
 
-def _agent(name: str, script: dict, plan: list[tuple[str, str]]) -> None:
+def _agent(name: str, script: dict, plan: list[tuple[str, str]], **kw: Any) -> None:
     registry.register(Agent(
         name=name, version="1", system_prompt="You are a test agent.",
         tools=[*TOOLS, refund], plan=[StepSpec(k, title=t) for k, t in plan],
-        model=lambda: ScriptedModel(script)))
+        model=lambda: ScriptedModel(script), **kw))
 
 
 def refund_then_blocked(name: str = "ops-refunder") -> Run:
@@ -86,4 +88,14 @@ def model_backing_off(name: str = "ops-model-backoff", delay_s: float = 120) -> 
            [("quote", "Quote the price")])
     run = run_start(agent=name, goal="Quote a pen")
     assert drive(run) == "waiting" and run.wait_kind == "timer"
+    return run
+
+
+def out_of_turns(name: str = "ops-turns") -> Run:
+    """Blocked by the turn limit (3 turns): each lookup found something new, none finished."""
+    _agent(name, {"survey": [call("lookup", item=f"shop-{n}") for n in range(1, 6)]
+                  + [say("done")]},
+           [("survey", "Survey the shops")], max_turns_per_step=3)
+    run = run_start(agent=name, goal="Survey prices")
+    assert drive(run) == "blocked" and run.attention_reason == "loop_detected"
     return run

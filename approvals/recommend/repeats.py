@@ -80,8 +80,10 @@ def guard_evidence(*, run: Run) -> GuardEvidence | None:
         return GuardEvidence(kind, step, _loop_summary(repeats), repeats=repeats)
     shown = rounds[-STALL_ROUNDS:]  # the rounds the guard counted (a turn limit: the last ones)
     dull = sum(1 for r in shown if r.verdict != "new facts")
-    return GuardEvidence(kind, step, f"{dull} of the last {len(shown)} rounds of {step} "
-                         "brought no new facts", rounds=shown)
+    said = f"{dull} of the last {len(shown)} rounds of {step} brought no new facts"
+    if kind == "turn_limit":
+        said = f"{step} used all its model turns; {said}"
+    return GuardEvidence(kind, step, said, rounds=shown)
 
 
 def _rounds(run: Run, step: str) -> list[Round]:

@@ -14,8 +14,8 @@ from runs.models import Event, Run, Snapshot
 from tests.approvals.conftest import blocked_run, unknown_run
 from tests.console_factories import client_for
 from tests.engine_agents import world
-from tests.ops_runs import (backing_off, looping, model_backing_off, refund_then_blocked,
-                            stalled)
+from tests.ops_runs import (backing_off, looping, model_backing_off, out_of_turns,
+                            refund_then_blocked, stalled)
 
 pytestmark = pytest.mark.django_db
 UTC = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
@@ -188,6 +188,16 @@ def test_a_stall_shows_the_rounds_that_brought_nothing_new(engine, users):
     assert all(v.startswith("same facts as turn 1") for _, v in rounds if v != "new facts")
     assert "poll" in block and "export-7" in block
     assert "5 of the last 5 rounds of export brought no new facts" in block
+
+
+def test_a_turn_limit_shows_its_rounds_even_when_each_found_something(engine, users):
+    run = out_of_turns()
+    html = client_for(users["viewer"]).get(reverse("console:run", args=[run.pk])).content.decode()
+    block = re.search(r'<details class="evidence" open data-evidence="turn_limit">(.*?)'
+                      r"</details>", html, re.S).group(1)
+    assert "survey used all its model turns; 0 of the last 3 rounds of survey brought no " \
+        "new facts" in block
+    assert re.findall(r'<tr data-round="(\d+)">', block) == ["1", "2", "3"]
 
 
 def test_no_evidence_panel_for_other_stops(engine, users):
