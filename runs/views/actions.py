@@ -61,16 +61,21 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
     checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
     points = rollback_points(run=run) if checkpoint else []
     chosen = _preview_params(action, request, points)
-    return {"run": run, "d": detail, "action": action, "verb": verb,
-            "verb_label": action.label, "verb_help": action.help,
-            "recommended": run.recommended_action == verb, "fields": fields,
-            "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
-            "rerun": _dispatch.preview(verb, run=run, user=request.user, **chosen),
-            "points": points, "confirm_rule": _typed(action, run, chosen),
-            "seen_seq": run.last_seq, "errors": [], "form_data": {},
-            "checkpoint": next(iter(chosen.values()), None),
-            "outlook": action_outlook(run=run, verb=verb, **chosen)
-            if verb in ("skip", "rollback") else None}
+    context = {"run": run, "d": detail, "action": action, "verb": verb,
+               "verb_label": action.label, "verb_help": action.help,
+               "recommended": run.recommended_action == verb, "fields": fields,
+               "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
+               "points": points, "confirm_rule": _typed(action, run, chosen),
+               "seen_seq": run.last_seq, "errors": [], "form_data": {},
+               "checkpoint": next(iter(chosen.values()), None), "rerun": [], "outlook": None}
+    try:
+        context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
+        if verb in ("skip", "rollback"):
+            context["outlook"] = action_outlook(run=run, verb=verb, **chosen)
+    except AgentOpsError as exc:
+        # No checkpoint to roll back to, or one in the middle of a call: say so in the dialog.
+        context["errors"].append(exc.message)
+    return context
 
 
 @require_http_methods(["GET", "POST"])

@@ -12,7 +12,7 @@ from approvals.models import Intervention
 from ledger.models import ToolCall
 from runs.models import Event, Run, Snapshot
 from tests.approvals.conftest import blocked_run, unknown_run
-from tests.console_factories import client_for
+from tests.console_factories import client_for, make_attention_run
 from tests.engine_agents import world
 from tests.ops_runs import (backing_off, looping, model_backing_off, out_of_turns,
                             refund_then_blocked, stalled)
@@ -36,6 +36,16 @@ def test_rollback_offers_every_step_boundary_by_name_and_time(engine, users):
         (_before(run, "check"), "before step 1 · check (Check the policy)")]
     assert all(re.search(rf"— started {UTC}, \d+s ago$", text) for _, _, text in options)
     assert options[0][1] == "selected"  # before the current step, until another is picked
+
+
+def test_rollback_without_a_step_boundary_says_so_in_the_dialog(users):
+    run = make_attention_run()  # made by hand: no event log to roll back along
+    response = client_for(users["operator"]).get(
+        reverse("console:run_action", args=[run.pk, "rollback"]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "choose the checkpoint (event number) to roll back to" in html
+    assert '<option value="">no step boundary to roll back to</option>' in html
 
 
 def test_rollback_to_before_the_refund_previews_and_undoes_it(engine, users):
