@@ -182,3 +182,31 @@ def test_stall_evidence_lists_the_unproductive_rounds(engine, new_page, live_ser
     panel = page.locator(".panel").bounding_box()
     assert panel["y"] + panel["height"] <= SMALL["height"]  # the panel stays above the fold
     page.screenshot(path=str(SCREENSHOTS / "ops_stall_evidence_1280x720.png"))
+
+
+def test_evidence_next_retry_and_bulk_preview_read_without_javascript(engine, browser,
+                                                                     live_server, people):
+    from tests.console_factories import PASSWORD
+
+    loop, waiting = looping(), backing_off(delay_s=300)
+    context = browser.new_context(java_script_enabled=False, viewport=SMALL)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", "operator")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        page.goto(f"{live_server.url}/runs/{loop.pk}/")
+        assert page.locator("details[data-evidence=loop] td[data-result]").count() == 3
+        page.goto(f"{live_server.url}/runs/{waiting.pk}/")
+        assert "lookup attempt 2 in 4m" in page.locator("dd[data-next-retry]").inner_text()
+        page.goto(f"{live_server.url}/bulk/?run={loop.pk}&run={waiting.pk}")
+        page.locator("select[name=verb]").select_option("terminate")
+        page.locator("button:has-text('Show what it does')").click()  # a plain GET form
+        page.wait_for_url(re.compile(r".*verb=terminate.*"))
+        assert page.locator("table[data-bulk-runs] tbody tr").count() == 2
+        assert "Type “terminate” to terminate" in page.locator("label.confirm-typed").inner_text()
+    finally:
+        context.close()
