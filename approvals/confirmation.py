@@ -1,12 +1,18 @@
-"""High-risk approvals need a typed confirmation: the amount the call moves, or "approve".
+"""Typed confirmations: what cannot be undone is never done by one click or one keypress.
 
-A write that cannot be undone, or one that moves money, is never approved by one keypress:
-the inbox shows a field for it and the decision endpoint refuses the decision without it
-(runs/views/inbox.py), whatever the page's JavaScript did.
+A person types the word ("approve", "terminate", "rollback" ...) or, when money moves, the
+amount. ``Typed`` is the one rule of what confirms; it serves two callers:
+
+- high-risk approvals (risk high/critical, an irreversible write, or a write that moves
+  money): the inbox shows the field and the decision endpoints refuse without it
+  (runs/views/inbox.py, approvals/api.py);
+- irreversible operator actions (an ``Action`` with a ``confirm_word``): ``Action.execute``
+  refuses without it, so the console, bulk and the API all ask (approvals/actions/base.py).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -19,9 +25,53 @@ HIGH_RISKS = frozenset({"high", "critical"})
 MONEY_KEYS = ("amount", "amount_eur", "amount_usd", "amount_cents", "total", "price", "refund")
 
 
-def approval_amount(approval: Any) -> str:
-    """Return the amount the proposed call moves, as its arguments spell it ("250"), or ""."""
-    args = approval.proposed_args if isinstance(approval.proposed_args, dict) else {}
+@dataclass(frozen=True)
+class Typed:
+    """What confirms one decision: ``word``, or ``amount`` when there is one.
+
+    ``subject`` names what is confirmed in the messages ("refund", "Terminate"), ``risk``
+    says why it asks ("is a high-risk call", "cannot be undone"), ``undone`` what a
+    refusal leaves ("Nothing was decided.") and ``doing`` what the prompt says it does.
+    """
+
+    word: str
+    amount: str = ""
+    subject: str = ""
+    risk: str = "cannot be undone"
+    undone: str = "Nothing was changed."
+    doing: str = ""  # what the prompt says it does ("roll back"); the word by default
+
+    def prompt(self) -> str:
+        """Return what the person must type ("Type 250 (the amount) or “approve” to approve")."""
+        tail = f" to {self.doing or self.word}"
+        return (f"Type {self.amount} (the amount) or “{self.word}”{tail}" if self.amount
+                else f"Type “{self.word}”{tail}")
+
+    def error(self, typed: str) -> str:
+        """Return why ``typed`` does not confirm ("" when it does)."""
+        text = (typed or "").strip()
+        if text.lower() == self.word:
+            return ""
+        if self.amount and text and _number(text) is not None \
+                and _number(text) == _number(self.amount):
+            return ""
+        what = (f"the amount ({self.amount}) or “{self.word}”" if self.amount
+                else f"“{self.word}”")
+        if not text:
+            return f"{self.subject} {self.risk}: type {what} to confirm. {self.undone}"
+        return f"“{text[:40]}” does not confirm {self.subject}: type {what}. {self.undone}"
+
+    def check(self, typed: str, **details: Any) -> None:
+        """Raise ConfirmationRequired (422) unless ``typed`` confirms."""
+
+        error = self.error(typed)
+        if error:
+            raise ConfirmationRequired(error, word=self.word, amount=self.amount, **details)
+
+
+def args_amount(args: Any) -> str:
+    """Return the amount a call's arguments move, as they spell it ("250"), or ""."""
+    args = args if isinstance(args, dict) else {}
     for key in MONEY_KEYS:
         value = args.get(key)
         if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
@@ -29,6 +79,11 @@ def approval_amount(approval: Any) -> str:
         if isinstance(value, str) and _number(value) is not None:
             return value.strip()
     return ""
+
+
+def approval_amount(approval: Any) -> str:
+    """Return the amount the proposed call moves, as its arguments spell it ("250"), or ""."""
+    return args_amount(approval.proposed_args)
 
 
 def approval_needs_confirmation(approval: Any) -> bool:
@@ -42,35 +97,31 @@ def approval_needs_confirmation(approval: Any) -> bool:
     return call.reversibility == Reversibility.IRREVERSIBLE or bool(approval_amount(approval))
 
 
+def approval_typed(approval: Any) -> Typed | None:
+    """Return what confirms approving ``approval``, or None when it is not high-risk."""
+    if not approval_needs_confirmation(approval):
+        return None
+    return Typed(CONFIRM_WORD, approval_amount(approval), subject=approval.tool,
+                 risk="is a high-risk call", undone="Nothing was decided.")
+
+
 def confirmation_prompt(approval: Any) -> str:
     """Return what the operator must type: the amount when there is one, else the word."""
-    amount = approval_amount(approval)
-    return f"Type {amount} (the amount) or “{CONFIRM_WORD}” to approve" if amount \
-        else f"Type “{CONFIRM_WORD}” to approve"
+    typed = approval_typed(approval) or Typed(CONFIRM_WORD, approval_amount(approval))
+    return typed.prompt()
 
 
 def confirmation_error(approval: Any, typed: str) -> str:
     """Return why ``typed`` does not confirm ``approval`` ("" when it does or none is needed)."""
-    if not approval_needs_confirmation(approval):
-        return ""
-    text = (typed or "").strip()
-    if text.lower() == CONFIRM_WORD:
-        return ""
-    amount = approval_amount(approval)
-    if amount and text and _number(text) is not None and _number(text) == _number(amount):
-        return ""
-    what = f"the amount ({amount}) or “{CONFIRM_WORD}”" if amount else f"“{CONFIRM_WORD}”"
-    if not text:
-        return (f"{approval.tool} is a high-risk call: type {what} to confirm. "
-                "Nothing was decided.")
-    return f"“{text[:40]}” does not confirm {approval.tool}: type {what}. Nothing was decided."
+    rule = approval_typed(approval)
+    return rule.error(typed) if rule is not None else ""
 
 
 def confirmation_check(approval: Any, typed: str) -> None:
     """Raise ConfirmationRequired (422) unless ``typed`` confirms ``approval``."""
-    error = confirmation_error(approval, typed)
-    if error:
-        raise ConfirmationRequired(error, approval=approval.pk)
+    rule = approval_typed(approval)
+    if rule is not None:
+        rule.check(typed, approval=approval.pk)
 
 
 def _number(text: str) -> Decimal | None:

@@ -58,8 +58,8 @@ class UnknownAction(NotFound, ApprovalError):
 
 
 class ConfirmationRequired(InvalidInput, ApprovalError):
-    """A high-risk approval was approved without typing its amount or the word; nothing
-    was decided."""
+    """A high-risk approval or an irreversible action came without its typed confirmation
+    (the amount or the word); nothing was decided or changed."""
 
     code = "confirmation_required"
 

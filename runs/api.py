@@ -90,7 +90,7 @@ def act_on_runs(request: HttpRequest, body: BulkActionIn) -> dict:
     if body.preview:
         return {"count": count, "results": []}
     results = bulk_apply(verb=body.action, actor=request.auth, reason=body.reason,
-                         run_ids=run_ids, queryset=queryset)
+                         run_ids=run_ids, queryset=queryset, confirm=body.confirm)
     return {"count": count, "results": [{**r, "run_id": str(r["run_id"])} for r in results]}
 
 
@@ -158,7 +158,7 @@ def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
     that has already ended is 409."""
     user = api_auth.operator(request)
     run = sel.run_get(run_id=run_id)
-    action_for(Terminate.verb).execute(user, run, body.reason)
+    action_for(Terminate.verb).execute(user, run, body.reason, confirm=body.confirm)
     run.refresh_from_db()
     return run
 
@@ -184,7 +184,8 @@ def act_on_run(request: HttpRequest, run_id: uuid.UUID, body: ActionIn) -> dict:
     api_auth.viewer(request)  # each action checks its own roles (operators, admins)
     params = body.params.model_dump(exclude_unset=True)
     run = sel.run_get(run_id=run_id)
-    changes = RUN_ACTIONS[body.action].execute(request.auth, run, body.reason, **params)
+    changes = RUN_ACTIONS[body.action].execute(request.auth, run, body.reason,
+                                               confirm=body.confirm, **params)
     run.refresh_from_db()
     return {"action": body.action, "changes": changes, "run": run}
 

@@ -189,10 +189,18 @@ class SnapshotStateOut(SnapshotOut):
     state: dict[str, Any]
 
 
+_WORDS = ", ".join(f"{a.verb} (\"{a.confirm_word}\")" for a in RUN_ACTIONS.values()
+                   if a.confirm_word)
+_CONFIRM = Field("", max_length=100, description=(
+    f"actions that cannot be undone run only with their word typed here, or the amount they "
+    f"move: {_WORDS}; without it the answer is 422 confirmation_required"))
+
+
 class CancelIn(StrictIn):
     """Why the run is cancelled (required: kept in the audit log)."""
 
     reason: str = Field(min_length=1, max_length=2000)
+    confirm: str = _CONFIRM
 
 
 class ForkIn(StrictIn):
@@ -226,6 +234,7 @@ BulkVerb = Literal[tuple(BULK_ACTIONS)]  # type: ignore[valid-type]
 
 class _ActionInBase(StrictIn):
     reason: str = Field(min_length=1, max_length=2000)
+    confirm: str = _CONFIRM
 
 
 def _action_in(action: Any) -> type[Schema]:
@@ -254,6 +263,7 @@ class BulkActionIn(StrictIn):
     run_ids: list[Annotated[uuid.UUID, Strict(False)]] | None = Field(None, max_length=1000)
     filter: RunFiltersIn | None = None
     preview: bool = False
+    confirm: str = _CONFIRM
 
 
 class BulkResultOut(Schema):

@@ -139,7 +139,8 @@ def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
         if not sc.live or drive_live:
             run_drive(run)
         if sc.terminate and not run.is_terminal:
-            terminate.execute(operator, run, reason="customer withdrew the return")
+            terminate.execute(operator, run, reason="customer withdrew the return",
+                              confirm=terminate.confirm_word)
             run.refresh_from_db()
         runs[sc.name] = run
     return runs

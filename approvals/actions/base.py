@@ -7,7 +7,9 @@ OpenAPI, the dialog's fields) and ``bulk`` (offered on the queue's bulk form). `
 raises NotAllowed (wrong role) or ActionNotApplicable (wrong state) and changes nothing;
 ``execute`` checks first, calls one service, and writes an Intervention with the actor, the
 dotted action name and what the service changed. ``preview`` says, before it runs, which
-tool calls the action will cause to run again and their effect class.
+tool calls the action will cause to run again and their effect class. An action that cannot
+be undone sets ``confirm_word``: ``execute`` then refuses (ConfirmationRequired, 422) unless
+the person typed that word or the amount it moves (``confirmation``), on every surface.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from django.db import transaction
 
 from agentops.errors import InvalidInput
 from approvals.actions.params import ActionParams, NoParams
+from approvals.confirmation import Typed
 from approvals.errors import ActionNotApplicable, NotAllowed
 from approvals.models import Intervention
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
@@ -47,6 +50,7 @@ class Action:
     danger: ClassVar[bool] = False  # shown as a destructive button
     during_rollback: ClassVar[bool] = False  # may act while a rollback holds the run
     reason_required: ClassVar[bool] = True
+    confirm_word: ClassVar[str] = ""  # cannot be undone: a person types this word to confirm
     atomic: ClassVar[bool] = True  # False when the service commits in steps (outside world)
 
     def check(self, user: Any, target: Any) -> None:
@@ -79,13 +83,21 @@ class Action:
         if refusal:
             raise ActionNotApplicable(refusal)
 
-    def execute(self, user: Any, target: Any, reason: str = "", **params: Any) -> dict[str, Any]:
-        """Check, perform, and record who did what and why; return what changed."""
+    def execute(self, user: Any, target: Any, reason: str = "", *, confirm: str = "",
+                **params: Any) -> dict[str, Any]:
+        """Check, perform, and record who did what and why; return what changed.
+
+        ``confirm`` is what the person typed; an action that cannot be undone refuses
+        without its word or amount (ConfirmationRequired), changing nothing.
+        """
         self.check(user, target)
         reason = (reason or "").strip()
         if self.reason_required and not reason:
             raise InvalidInput(f"a reason is required to {self.verb.replace('_', ' ')}")
         bulk = params.pop("bulk", None)
+        rule = self.confirmation(target, **params)
+        if rule is not None:
+            rule.check(confirm, action=self.verb)
         with transaction.atomic() if self.atomic else nullcontext():
             changes = self.perform(user, target, reason, **params)
             self.audit(user, target, reason, changes, bulk)
@@ -98,6 +110,20 @@ class Action:
     def preview(self, target: Any, **params: Any) -> list[dict[str, Any]]:
         """Return the tool calls this action will cause to run (or undo), with effect class."""
         return []
+
+    def confirmation(self, target: Any, **params: Any) -> Typed | None:
+        """Return what a person must type before this runs (None: a click is enough).
+
+        ``target`` None asks for many runs at once (bulk): only the word confirms then.
+        """
+        if not self.confirm_word:
+            return None
+        amount = self.confirm_amount(target, **params) if target is not None else ""
+        return Typed(self.confirm_word, amount, subject=self.label, doing=self.label.lower())
+
+    def confirm_amount(self, target: Any, **params: Any) -> str:
+        """Return the amount that also confirms (money the action moves or undoes), or ""."""
+        return ""
 
     def run_of(self, target: Any) -> Run:
         """Return the run the action touches."""

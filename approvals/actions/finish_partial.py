@@ -22,6 +22,7 @@ class FinishPartial(Action):
             "listing what was not done; calls that never ran are cancelled and child runs "
             "are cancelled.")
     statuses = rules.FINISH
+    confirm_word = "finish"  # the run ends for good
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_finish_partial."""

@@ -17,6 +17,7 @@ class Terminate(Action):
     statuses = rules.LIVE
     bulk = True
     danger = True
+    confirm_word = "terminate"
     during_rollback = True  # run_terminate does not wait for a rollback
 
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:

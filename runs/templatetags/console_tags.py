@@ -34,13 +34,24 @@ def age(value: dt.datetime | None) -> str:
 
 @register.filter
 def when(value: dt.datetime | None, style: str = "") -> str:
-    """Render ``<time>``: relative text ("3m ago"; ``style="short"`` drops "ago") with the
-    absolute UTC time as its title and machine-readable datetime."""
+    """Render ``<time>``: relative text ("3m ago"; ``style="short"`` drops "ago"; a future
+    time reads "in 4m 10s") with the absolute UTC time as its title and machine-readable
+    datetime."""
     if not value:
         return ""
-    text = age(value) if style == "short" else f"{age(value)} ago"
+    left = (value - clock.now()).total_seconds()
+    if left >= 1:
+        text = f"in {remaining(left)}"
+    else:
+        text = age(value) if style == "short" else f"{age(value)} ago"
     return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(),
                        absolute(value), text)
+
+
+@register.filter
+def utc_time(value: dt.datetime | None) -> str:
+    """Return ``value`` as absolute UTC text (for places a ``<time>`` cannot go: options)."""
+    return absolute(value) if value else ""
 
 
 def absolute(value: dt.datetime) -> str:

@@ -58,11 +58,11 @@ def perform(verb: str, **kwargs: Any) -> Outcome:
 
 
 def bulk(*, verb: str, run_ids: list[str] | None, queryset: Any, user: Any,
-         reason: str) -> Outcome:
+         reason: str, confirm: str = "") -> Outcome:
     """Apply ``verb`` to runs by id or to a whole filter; one result per run."""
     try:
         results = bulk_apply(verb=verb, run_ids=run_ids, queryset=queryset, actor=user,
-                             reason=reason)
+                             reason=reason, confirm=confirm)
     except PermissionDenied as exc:
         return Outcome(error=str(exc) or "Not allowed.", status=403)
     except AgentOpsError as exc:

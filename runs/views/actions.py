@@ -11,32 +11,37 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agentops.errors import InvalidInput
+from agentops.errors import AgentOpsError, InvalidInput
 from approvals.actions import RUN_ACTIONS
 from approvals.actions.base import Action
 from approvals.actions.params import params_fields, params_from_form
+from approvals.confirmation import Typed
 from approvals.forms import ReasonForm
 from approvals.roles import can_operate, can_see_results
 from ledger.artifacts import artifact_read
 from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.outlook import action_outlook
+from runs.rollback_points import RollbackPoint, rollback_points
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
-from agentops.errors import AgentOpsError
 from agentops.agents import registry
 from runs.engine.core.context import context_build
 from runs.engine.runtime.snapshots import load_state
 from runs.services import run_fork as run_fork_service
 
 
-def _preview_params(action: Action, request: HttpRequest) -> dict[str, Any]:
-    """Return the checkpoint picked so far (the preview depends on it), if the action has one."""
+def _preview_params(action: Action, request: HttpRequest,
+                    points: list[RollbackPoint]) -> dict[str, Any]:
+    """Return the checkpoint picked so far (the preview depends on it), if the action has
+    one; the newest rollback point (before the current step) until one is picked."""
     for f in params_fields(action.params):
         if f.widget == "checkpoint":
             seq = request.POST.get(f.name) or request.GET.get(f.name) or ""
-            return {f.name: int(seq)} if seq.isdigit() else {}
+            if seq.isdigit():
+                return {f.name: int(seq)}
+            return {f.name: points[0].seq} if points else {}
     return {}
 
 
@@ -45,21 +50,36 @@ def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
             for f in params_fields(action.params)]
 
 
+def _typed(action: Action, run: Any, params: dict[str, Any]) -> Typed | None:
+    """Return what the person must type to confirm (the word, or the amount it moves)."""
+    try:
+        return action.confirmation(run, **params)
+    except AgentOpsError:
+        # The checkpoint cannot be rolled back to (the dialog says why): the word confirms.
+        return action.confirmation(None)
+
+
 def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action) -> dict[str, Any]:
     run, verb = detail.run, action.verb
     fields = _fields(action, run)
     checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
-    return {"run": run, "d": detail, "action": action, "verb": verb,
-            "verb_label": action.label, "verb_help": action.help,
-            "recommended": run.recommended_action == verb, "fields": fields,
-            "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
-            "rerun": _dispatch.preview(verb, run=run, user=request.user,
-                                       **_preview_params(action, request)),
-            "snapshots": sel.snapshots_for_run(run_id=run.pk) if checkpoint else [],
-            "seen_seq": run.last_seq, "errors": [], "form_data": {},
-            "checkpoint": next(iter(_preview_params(action, request).values()), None),
-            "outlook": action_outlook(run=run, verb=verb, **_preview_params(action, request))
-            if verb in ("skip", "rollback") else None}
+    points = rollback_points(run=run) if checkpoint else []
+    chosen = _preview_params(action, request, points)
+    context = {"run": run, "d": detail, "action": action, "verb": verb,
+               "verb_label": action.label, "verb_help": action.help,
+               "recommended": run.recommended_action == verb, "fields": fields,
+               "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
+               "points": points, "confirm_rule": _typed(action, run, chosen),
+               "seen_seq": run.last_seq, "errors": [], "form_data": {},
+               "checkpoint": next(iter(chosen.values()), None), "rerun": [], "outlook": None}
+    try:
+        context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
+        if verb in ("skip", "rollback"):
+            context["outlook"] = action_outlook(run=run, verb=verb, **chosen)
+    except AgentOpsError as exc:
+        # No checkpoint to roll back to, or one in the middle of a call: say so in the dialog.
+        context["errors"].append(exc.message)
+    return context
 
 
 @require_http_methods(["GET", "POST"])
@@ -97,6 +117,9 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
              context: dict[str, Any]) -> HttpResponse:
     run, form, verb = detail.run, ReasonForm(request.POST), action.verb
     context["form_data"] = request.POST
+    # What was ticked stays ticked when the form comes back with an error.
+    context["ticked"] = request.POST.getlist(context["ticks_name"]) if context["ticks_name"] \
+        else []
     try:
         params = params_from_form(verb, action.params, request.POST)
     except InvalidInput as exc:
@@ -115,7 +138,8 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
         return page(request, "runs/confirm.html", context, partial="form", status=409
                     if context.get("changed") else 422)
     outcome = _dispatch.perform(verb, run=run, user=request.user,
-                                reason=form.cleaned_data["reason"], **params)
+                                reason=form.cleaned_data["reason"],
+                                confirm=request.POST.get("confirm", "")[:100], **params)
     if not outcome.ok:
         context["errors"].append(outcome.error)
         return page(request, "runs/confirm.html", context, partial="form", status=outcome.status)

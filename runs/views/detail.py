@@ -9,10 +9,12 @@ from django.views.decorators.http import require_GET
 from agentops import clock
 from approvals.actions import actions_for
 from approvals.recommend.advice import advice_for
+from approvals.recommend.repeats import guard_evidence
 from runs import selectors as sel
 from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
+from runs.retry_times import next_attempts
 from runs.statuses import RunStatus
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
@@ -70,6 +72,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
     return {"d": detail, "run": run, "actions": actions_for(run, request.user),
             "advice": advice_for(run=run, user=request.user), "meters": budget_meters(run),
             "timeline": timeline(detail.steps), "exceptions": exceptions,
+            "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
             "breaker_until": sel.tool_breaker_closes_at(
                 tool=detail.tool_call.tool if detail.tool_call else "")}
 

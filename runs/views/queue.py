@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from approvals.actions import BULK_ACTIONS
+from approvals.bulk import bulk_preview
 from approvals.roles import can_operate
 from runs import selectors as sel
 from runs.statuses import REASON_LABELS
@@ -51,7 +52,8 @@ def queue(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @role_required(can_operate)
 def bulk(request: HttpRequest) -> HttpResponse:
-    """Show how many runs a bulk action would touch (GET); apply it with a reason (POST)."""
+    """Show the runs a bulk action would touch and what it does to each (GET); apply it with
+    a reason (POST) and show each run's result."""
     data = request.POST if request.method == "POST" else request.GET
     tab = data.get("tab", "blocked") if data.get("tab") in sel.TABS else "blocked"
     filters = sel.QueueFilters(**{k: data.get(k, "").strip()[:200] for k in
@@ -60,19 +62,27 @@ def bulk(request: HttpRequest) -> HttpResponse:
     ids = [i for i in data.getlist("run") if sel.parse_run_id(i)][:1000]
     qs = sel.run_filter(tab=tab, filters=filters)
     count = sel.run_count_capped(qs) if all_matching else len(ids)
+    verb = data.get("verb", "") if data.get("verb", "") in BULK_ACTIONS else ""
+    action = BULK_ACTIONS.get(verb)
     context = {"tab": tab, "filters": filters, "all_matching": all_matching, "ids": ids,
-               "count": count, "count_capped": count > sel.COUNT_CAP, "actions": list(BULK_ACTIONS.values()),
-               "verb": data.get("verb", ""), "bulk_reason": data.get("bulk_reason", ""),
-               "filter_params": filters.as_params(), "errors": [], "results": None}
+               "count": count, "count_capped": count > sel.COUNT_CAP,
+               "actions": list(BULK_ACTIONS.values()), "verb": verb, "action": action,
+               "confirm_rule": action.confirmation(None) if action else None,
+               "bulk_reason": data.get("bulk_reason", ""), "filter_params": filters.as_params(),
+               "errors": [], "results": None}
     if request.method == "POST":
         context.update(_bulk_apply(request, context, qs))
-    return page(request, "runs/bulk.html", context,
+    if context["results"] is None:
+        context["lines"] = bulk_preview(verb=verb, actor=request.user,
+                                        run_ids=None if all_matching else ids,
+                                        queryset=qs if all_matching else None)
+    return page(request, "runs/bulk.html", context, partial="body",
                 status=422 if context["errors"] else 200)
 
 
 def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     errors = []
-    if context["verb"] not in BULK_ACTIONS:
+    if not context["verb"]:
         errors.append("Choose an action.")
     if not context["bulk_reason"].strip():
         errors.append("A reason is required for a bulk action.")
@@ -83,6 +93,15 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     run_ids = None if context["all_matching"] else context["ids"]
     outcome = _dispatch.bulk(verb=context["verb"], run_ids=run_ids,
                              queryset=qs if context["all_matching"] else None,
-                             user=request.user, reason=context["bulk_reason"].strip())
-    return {"results": outcome.results,
-            "errors": [outcome.error] if outcome.error else []}
+                             user=request.user, reason=context["bulk_reason"].strip(),
+                             confirm=request.POST.get("confirm", ""))
+    if outcome.error:
+        return {"errors": [outcome.error]}
+    return {"results": outcome.results, "tally": _tally(outcome.results)}
+
+
+def _tally(results: list[dict]) -> dict[str, int]:
+    tally = {"done": 0, "refused": 0, "error": 0}
+    for r in results:
+        tally[r["outcome"]] = tally.get(r["outcome"], 0) + 1
+    return tally

@@ -64,7 +64,8 @@ def test_signal_refusals(operator, viewer):
 def test_operator_terminates_a_blocked_run_and_it_is_audited(operator):
     run = _blocked_run()
     response = operator.post_json(f"/api/runs/{run.pk}/actions",
-                                  {"action": "terminate", "reason": "customer left"})
+                                  {"action": "terminate", "reason": "customer left",
+                                   "confirm": "terminate"})
     assert response.status_code == 200, response.content
     assert response.json()["run"]["status"] in {"failed", "cancelled"}
     audit = Intervention.objects.get(run=run)
@@ -99,7 +100,7 @@ def test_action_refusals(operator, viewer):
 def test_bulk_action_previews_the_count_then_terminates_each_run(operator, settings):
     settings.AGENTOPS_ENQUEUE_TICKS = False
     runs = [_blocked_run() for _ in range(3)]
-    body = {"action": "terminate", "reason": "bad batch",
+    body = {"action": "terminate", "reason": "bad batch", "confirm": "terminate",
             "filter": {"status": ["blocked"]}, "preview": True}
     preview = operator.post_json("/api/runs/bulk-actions", body)
     assert preview.status_code == 200, preview.content
@@ -122,3 +123,24 @@ def test_bulk_action_refusals(operator, viewer, settings):
     assert_error(operator.post_json("/api/runs/bulk-actions", both), 422)
     run.refresh_from_db()
     assert run.status == "blocked"
+
+
+def test_irreversible_actions_answer_422_without_their_typed_word(operator, settings):
+    """Terminate (also as POST /cancel and in bulk) runs only with "terminate" typed."""
+    settings.AGENTOPS_ENQUEUE_TICKS = False
+    run = _blocked_run()
+    for url, body in ((f"/api/runs/{run.pk}/actions", {"action": "terminate", "reason": "x"}),
+                      (f"/api/runs/{run.pk}/cancel", {"reason": "x"}),
+                      ("/api/runs/bulk-actions", {"action": "terminate", "reason": "x",
+                                                  "run_ids": [str(run.pk)]})):
+        for typed in ("", "yes"):
+            error = assert_error(operator.post_json(url, {**body, "confirm": typed}), 422)
+            assert error["code"] == "confirmation_required", url
+            assert "Terminate cannot be undone" in error["message"] if not typed else \
+                "“yes” does not confirm Terminate" in error["message"]
+    run.refresh_from_db()
+    assert run.status == "blocked" and not Intervention.objects.exists()
+    done = operator.post_json(f"/api/runs/{run.pk}/actions",
+                              {"action": "terminate", "reason": "x", "confirm": " Terminate "})
+    assert done.status_code == 200, done.content
+    assert Intervention.objects.get(run=run).action == "run.terminate"

@@ -79,10 +79,12 @@ def test_viewers_may_not_start_runs(viewer, agent):
 
 def test_operator_cancels_a_run_and_a_second_cancel_is_409(operator):
     run = make_run()
-    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong city"})
+    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong city",
+                                                                  "confirm": "terminate"})
     assert response.status_code == 200, response.content
     assert response.json()["status"] == "cancelled"
-    assert_error(operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "again"}), 409)
+    assert_error(operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "again",
+                                                                 "confirm": "terminate"}), 409)
 
 
 def test_cancel_refusals(viewer, operator):
@@ -102,7 +104,8 @@ def test_cancel_is_the_terminate_action_audited_with_approvals_closed(operator):
 
     run = make_run()
     approval = make_approval(run)
-    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong customer"})
+    response = operator.post_json(f"/api/runs/{run.pk}/cancel", {"reason": "wrong customer",
+                                                                  "confirm": "terminate"})
     assert response.status_code == 200, response.content
     audit = Intervention.objects.get(run=run)
     assert audit.action == "run.terminate" and audit.reason == "wrong customer"

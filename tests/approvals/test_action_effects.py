@@ -78,12 +78,13 @@ def test_rollback_compensates_reversible_effects_and_checklists_irreversible_one
     assert wills == {("reserve", "idempotent", "compensated (undone)"),
                      ("email", "irreversible", "tick: handle it by hand")}
     with pytest.raises(ActionNotApplicable, match=f"email \\({email.tool_call_id}\\)"):
-        action.execute(users["operator"], run, "wrong region", to_seq=start_a - 1)
+        action.execute(users["operator"], run, "wrong region", to_seq=start_a - 1,
+                       confirm="rollback")
     run.refresh_from_db()
     assert run.last_seq == seq and world.count("release") == 0
     assert not Intervention.objects.filter(run=run).exists()
     action.execute(users["operator"], run, "wrong region", to_seq=start_a - 1,
-                   ticked=[email.tool_call_id])
+                   ticked=[email.tool_call_id], confirm="rollback")
     released = [a["item"] for t, _, a in world.effects if t == "release"]
     assert released == ["pen", "book"]  # newest first
     statuses = dict(ToolCall.objects.filter(run=run).values_list("tool", "status")
@@ -107,7 +108,7 @@ def test_rollback_refuses_a_checkpoint_in_the_middle_of_a_call(engine, users):
     run = blocked_run()
     asked = Event.objects.filter(run=run, type="model.replied", data__step="prep").first().seq
     with pytest.raises(ActionNotApplicable, match="middle of a tool call"):
-        ACTIONS["rollback"].execute(users["operator"], run, "r", to_seq=asked)
+        ACTIONS["rollback"].execute(users["operator"], run, "r", to_seq=asked, confirm="rollback")
 
 
 def test_confirm_executed_records_the_outcome_and_the_write_happened_once(engine, users):
@@ -168,12 +169,12 @@ def test_resume_after_a_raise_elsewhere(engine, users):
 
 def test_terminate_cancels_and_nothing_runs_after(engine, users):
     run = blocked_run()
-    ACTIONS["terminate"].execute(users["operator"], run, "customer withdrew")
+    ACTIONS["terminate"].execute(users["operator"], run, "customer withdrew", confirm="terminate")
     run.refresh_from_db()
     assert run.status == "cancelled" and run.finished_at is not None
     assert drive(run) == "cancelled"
     with pytest.raises(ActionNotApplicable, match="already ended"):
-        ACTIONS["terminate"].execute(users["operator"], run, "again")
+        ACTIONS["terminate"].execute(users["operator"], run, "again", confirm="terminate")
 
 
 def test_every_run_action_needs_a_reason(engine, users):

@@ -60,7 +60,7 @@ def test_action_by_role(engine, users, verb, role):
     before = snapshot(target)
     if role in MATRIX[verb]:
         action.check(users[role], target)
-        action.execute(users[role], target, "because", **params)
+        action.execute(users[role], target, "because", confirm=action.confirm_word, **params)
         assert snapshot(target) != before
         audit = Intervention.objects.get()
         assert (audit.action, audit.actor_name, audit.reason) == (action.name, role, "because")

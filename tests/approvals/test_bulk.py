@@ -22,7 +22,7 @@ def test_bulk_retry_of_a_signature_group_reports_each_run(engine, users):
     results = bulk_apply(verb="skip", actor=users["operator"], reason="region out of scope",
                          run_ids=[a.pk, b.pk, odd.pk])
     outcome = {r["run_id"]: (r["outcome"], r["detail"]) for r in results}
-    assert outcome[a.pk] == outcome[b.pk] == ("done", "")
+    assert outcome[a.pk] == outcome[b.pk] == ("done", "lookup (read): cancelled, never runs")
     assert outcome[odd.pk][0] == "refused" and "this one is unknown" in outcome[odd.pk][1]
     assert drive(a) == drive(b) == "completed_with_exceptions"  # a skipped step is no clean success
     odd.refresh_from_db()

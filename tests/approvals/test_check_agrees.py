@@ -25,7 +25,8 @@ _CASES = [(s, "retry_exhausted", {}) for s in RunStatus] + [
 
 def _outcome(action, user, run) -> str:
     try:
-        action.execute(user, run, "agreement test", **_PARAMS.get(action.verb, {}))
+        action.execute(user, run, "agreement test", confirm=action.confirm_word,
+                       **_PARAMS.get(action.verb, {}))
     except (AgentOpsError, NotAllowed) as exc:
         return getattr(exc, "message", str(exc))
     return ""

@@ -59,7 +59,8 @@ def test_an_undo_that_returns_nothing_is_not_recorded_as_compensated(engine, use
     UNDONE.clear()
     run, to_seq = _blocked_after("hold_silently", "silent")
     with pytest.raises(ActionNotApplicable, match="returned NoneType, not a ToolResult"):
-        ACTIONS["rollback"].execute(users["operator"], run, "undo it", to_seq=to_seq)
+        ACTIONS["rollback"].execute(users["operator"], run, "undo it", to_seq=to_seq,
+                                   confirm="rollback")
     row = ToolCall.objects.get(run=run, tool="hold_silently")
     assert row.status == "succeeded"  # not "compensated": nobody knows it was undone
     failed = Event.objects.get(run=run, type="tool.compensation_failed").data
@@ -72,7 +73,8 @@ def test_an_undo_that_returns_nothing_is_not_recorded_as_compensated(engine, use
 def test_an_acknowledged_undo_gets_the_undo_key_and_the_original(engine, users):
     UNDONE.clear()
     run, to_seq = _blocked_after("hold", "acked")
-    ACTIONS["rollback"].execute(users["operator"], run, "undo it", to_seq=to_seq)
+    ACTIONS["rollback"].execute(users["operator"], run, "undo it", to_seq=to_seq,
+                                   confirm="rollback")
     row = ToolCall.objects.get(run=run, tool="hold")
     assert row.status == "compensated"
     assert Event.objects.get(run=run, type="tool.compensated").data["facts"] == {"released": "book"}

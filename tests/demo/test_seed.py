@@ -42,7 +42,8 @@ def test_a_relaunch_starts_fresh_live_runs_once_the_earlier_ones_settled(demo):
     assert sorted(live) == ["document-batch", "refund-approval-later"]
     operator = User.objects.get(username="operator")
     for name in live:  # the earlier launch's live runs are over
-        terminate.execute(operator, first[name], reason="earlier demo launch")
+        terminate.execute(operator, first[name], reason="earlier demo launch",
+                          confirm="terminate")
         first[name].refresh_from_db()
     settled = io.StringIO()
     _banner(settled, 8000, [], first, "timing")

@@ -162,7 +162,8 @@ def test_rollback_runs_the_mapped_compensation_on_the_server(engine, outbox, htt
     email = ToolCall.objects.get(run=run, tool="send_email")
     start = Event.objects.filter(run=run, type="step.started", data__step="mail").first().seq
     operator = make_role_users()["operator"]
-    ACTIONS["rollback"].execute(operator, run, "wrong customer", to_seq=start - 1)
+    ACTIONS["rollback"].execute(operator, run, "wrong customer", to_seq=start - 1,
+                               confirm="rollback")
     email.refresh_from_db()
     assert email.status == "compensated"
     recall = effects(outbox)[-1]

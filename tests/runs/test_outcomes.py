@@ -122,7 +122,7 @@ def test_after_a_rollback_the_cancelled_write_is_redone_as_a_new_generation(engi
     first = ToolCall.objects.get(run=run, tool="reserve")
     assert first.status == "failed"
     start_b = Event.objects.filter(run=run, type="step.started", data__step="b").first().seq
-    ACTIONS["rollback"].execute(users["operator"], run, "try again", to_seq=start_b - 1)
+    ACTIONS["rollback"].execute(users["operator"], run, "try again", to_seq=start_b - 1, confirm="rollback")
     first.refresh_from_db()
     assert first.status == "cancelled"
     assert drive(run) == "completed_with_exceptions"
@@ -139,7 +139,7 @@ def test_operator_finishes_with_partial_results_on_purpose(engine, users):
     run = blocked_run("fin")
     preview = ACTIONS["finish_partial"].preview(run)
     assert [(p["tool"], p["will"]) for p in preview] == [("lookup", "cancelled, never runs")]
-    ACTIONS["finish_partial"].execute(users["operator"], run, "good enough for the audit")
+    ACTIONS["finish_partial"].execute(users["operator"], run, "good enough for the audit", confirm="finish")
     run.refresh_from_db()
     assert run.status == "completed_with_exceptions" and run.finished_at is not None
     [exc] = run.exceptions
@@ -152,7 +152,7 @@ def test_operator_finishes_with_partial_results_on_purpose(engine, users):
 def test_a_run_with_an_unconfirmed_call_cannot_end_clean(engine, users):
     run = unknown_run("unk2")
     email = ToolCall.objects.get(run=run)
-    ACTIONS["finish_partial"].execute(users["operator"], run, "stop here")
+    ACTIONS["finish_partial"].execute(users["operator"], run, "stop here", confirm="finish")
     run.refresh_from_db()
     kinds = [e["kind"] for e in run.exceptions]
     assert kinds == ["finished_partial", "unknown_call"]
@@ -178,7 +178,7 @@ def test_cancelling_a_parent_cancels_its_children_and_expires_its_approvals(engi
     kids = list(Run.objects.filter(parent=parent))
     for kid in kids:
         assert drive(kid) == "waiting" and kid.wait_kind == "approval"
-    ACTIONS["terminate"].execute(users["operator"], parent, "customer withdrew")
+    ACTIONS["terminate"].execute(users["operator"], parent, "customer withdrew", confirm="terminate")
     for kid in kids:
         kid.refresh_from_db()
         assert kid.status == "cancelled"

@@ -310,7 +310,7 @@ def test_bulk_terminate_all_matching_reports_each_run(users):
     bystander = make_attention_run(agent="other")
     response = client_for(users["operator"]).post(reverse("console:bulk"), {
         "all": "1", "tab": "blocked", "agent": "billing", "verb": "terminate",
-        "bulk_reason": "incident 42 cleanup"})
+        "bulk_reason": "incident 42 cleanup", "confirm": "terminate"})
     assert response.status_code == 200
     results = response.context["results"]
     assert sorted(r["run_id"] for r in results) == sorted(r.pk for r in targets)
