@@ -24,14 +24,18 @@ from bench._common import engine_env
 
 engine_env(in_process=True)
 
-from bench._common import (bench_url, commit_floor, django_boot, emit, log, peak_rss_mb,  # noqa: E402
-                           percentiles, pg_counters, pg_delta)
+from bench._common import (RoundTrips, bench_url, commit_floor, django_boot, emit,  # noqa: E402
+                           log, peak_rss_mb, percentiles, pg_counters, pg_delta)
 
 # The peers' shape (bench/peers.py): 1,000 steps over 10 workflows of 100 steps each.
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
 STEPS = int(os.environ.get("BENCH_STEPS", "100"))
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "5")))
 DBOS_ISSUE, FLOOR_ISSUE = 582, 3048  # issue 9's figures: DBOS 3.4 steps/s, raw commits/s
+# Issue 20's targets, side by side in one run: x DBOS, x LangGraph, share of the floor, 2 vs 1.
+TARGETS = {"ratio_vs_dbos": 2.0, "ratio_vs_langgraph": 1.5, "share_of_floor": 0.4,
+           "scaling_2_vs_1": 1.6}
+_TRIPS = RoundTrips()
 
 
 def _start(n: int) -> list[str]:
@@ -70,9 +74,11 @@ def _rows() -> int:
 def _one_worker() -> dict:
     ids = _start(RUNS)
     rows0, pg0 = _rows(), pg_counters()
+    _TRIPS.take()
     t = time.perf_counter()
     units = _tick_all(ids, "bench-1")
     elapsed = time.perf_counter() - t
+    trips, waited = _TRIPS.take()
     delta = pg_delta(pg0)
     steps = RUNS * STEPS
     return {
@@ -80,6 +86,11 @@ def _one_worker() -> dict:
         "steps_per_s": round(steps / elapsed, 1),
         "unit_ms": percentiles([u * 1000 for u in units]),
         "commits_per_step": round(delta["commits"] / steps, 2),
+        "round_trips_per_step": round(trips / steps, 2),
+        # Wall time per step, the part spent waiting on PostgreSQL (round trips) and the rest.
+        "ms_per_step": round(elapsed * 1000 / steps, 3),
+        "db_wait_ms_per_step": round(waited * 1000 / steps, 3),
+        "server_ms_per_step": round(delta["server_ms"] / steps, 3),
         "rows_per_step": round((_rows() - rows0) / steps, 2),
         "wal_bytes_per_step": round(delta["wal_bytes"] / steps),
     }
@@ -137,6 +148,7 @@ def _peers() -> dict:
 
 
 def main() -> None:
+    _TRIPS.start()
     django_boot()
     log(f"engine_throughput: {ROUNDS} rounds of {RUNS} runs x {STEPS} steps")
     _tick_all(_start(2), "warmup")
@@ -152,15 +164,36 @@ def main() -> None:
     two = {**sorted(pairs, key=lambda r: r["steps_per_s"])[len(pairs) // 2],
            "rounds_steps_per_s": [r["steps_per_s"] for r in pairs]}
     log(f"2 workers: {two['rounds_steps_per_s']} steps/s")
-    emit("engine_throughput", {
+    figures = {
         **one,
         "rounds_steps_per_s": [r["steps_per_s"] for r in rounds],
         "two_workers": two,
         "scaling_2_vs_1": round(two["steps_per_s"] / one["steps_per_s"], 2),
         "floor_commits_per_s": round(floor, 1),
+        "share_of_floor": round(one["steps_per_s"] / floor, 3),
         **_versus_peers(one["steps_per_s"], floor, peers),
-        "peers": peers,
-    })
+    }
+    figures["targets"] = {k: {"target": v, "value": figures.get(k),
+                              "met": figures.get(k) is not None and figures[k] >= v}
+                          for k, v in TARGETS.items()}
+    _report(figures, peers)
+    emit("engine_throughput", {**figures, "peers": peers})
+
+
+def _report(figures: dict, peers: dict) -> None:
+    """Print the side-by-side table on stderr: steps/s and what each step costs the database."""
+    cols = ("steps_per_s", "commits_per_step", "round_trips_per_step", "wal_bytes_per_step",
+            "server_ms_per_step", "db_wait_ms_per_step")
+    rows = {"agentops": figures}
+    if not peers.get("skipped"):
+        rows.update(dbos=peers["dbos"], langgraph=peers["langgraph"])
+    log(f"{'':10}" + "".join(f"{c.replace('_per_step', '/step'):>22}" for c in cols))
+    for name, row in rows.items():
+        log(f"{name:10}" + "".join(f"{str(row.get(c, '-')):>22}" for c in cols))
+    log(f"floor {figures['floor_commits_per_s']} commits/s; share of floor "
+        f"{figures['share_of_floor']}")
+    for name, t in figures["targets"].items():
+        log(f"{name}: {t['value']} (target >= {t['target']}) {'met' if t['met'] else 'MISSED'}")
 
 
 def _versus_peers(ours: float, floor: float, peers: dict) -> dict:
