@@ -3,10 +3,13 @@
 A step is one model turn that asks for one no-op tool plus that tool call, recorded durably.
 N runs x S steps; the 1-worker pass ticks every run in this process, the 2-worker pass splits
 the runs over two processes. Also: p50/p99 per step, commits, rows and WAL bytes per step,
-peak worker memory. Both passes run BENCH_ROUNDS times (default 5; the median round is
-reported, and scaling is the ratio of the medians). bench/peers.py — the same workload on
-DBOS and LangGraph, same database server — runs in the middle of the 1-worker rounds, so the
-ratios are measured side by side.
+peak worker memory; per step also the psycopg round trips and the time waited on them, and
+the server time (pg_stat_database.active_time). BENCH_ROUNDS (default 3) interleaved rounds,
+each: the raw commit floor, AgentOps with 1 worker, one round of bench/peers.py (DBOS, then
+LangGraph: the same workload on the same server), AgentOps with 2 workers — so a change of
+load on a shared machine hits every engine. Each figure is the median round; the floor is
+the median of every floor measurement of the run. Prints a side-by-side table and issue 20's
+targets on stderr.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,12 +29,12 @@ from bench._common import engine_env
 engine_env(in_process=True)
 
 from bench._common import (RoundTrips, bench_url, commit_floor, django_boot, emit,  # noqa: E402
-                           log, peak_rss_mb, percentiles, pg_counters, pg_delta)
+                           log, median, peak_rss_mb, percentiles, pg_counters, pg_delta)
 
 # The peers' shape (bench/peers.py): 1,000 steps over 10 workflows of 100 steps each.
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
 STEPS = int(os.environ.get("BENCH_STEPS", "100"))
-ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "5")))
+ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "3")))
 DBOS_ISSUE, FLOOR_ISSUE = 582, 3048  # issue 9's figures: DBOS 3.4 steps/s, raw commits/s
 # Issue 20's targets, side by side in one run: x DBOS, x LangGraph, share of the floor, 2 vs 1.
 TARGETS = {"ratio_vs_dbos": 2.0, "ratio_vs_langgraph": 1.5, "share_of_floor": 0.4,
@@ -138,38 +142,51 @@ def _floor() -> float:
 
 
 def _peers() -> dict:
-    """Run bench/peers.py (DBOS and LangGraph, same workload, same PostgreSQL) and return its line."""
+    """Run one round of bench/peers.py (DBOS and LangGraph, same workload, same PostgreSQL)."""
+    env = {**os.environ, "BENCH_PEER_ROUNDS": "1"}
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("peers.py"))],
-                          stdout=subprocess.PIPE, text=True, check=False)
+                          stdout=subprocess.PIPE, text=True, check=False, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if proc.returncode != 0 or not lines:
         return {"skipped": True, "reason": f"bench/peers.py exited {proc.returncode}"}
     return json.loads(lines[-1])
 
 
+def _median_round(rounds: list[dict], key: Callable[[dict], float]) -> dict:
+    return sorted(rounds, key=key)[len(rounds) // 2]
+
+
 def main() -> None:
     _TRIPS.start()
     django_boot()
-    log(f"engine_throughput: {ROUNDS} rounds of {RUNS} runs x {STEPS} steps")
+    log(f"engine_throughput: {ROUNDS} interleaved rounds of {RUNS} runs x {STEPS} steps: "
+        "floor, AgentOps 1 worker, DBOS and LangGraph, AgentOps 2 workers")
     _tick_all(_start(2), "warmup")
-    floor_before = _floor()
-    rounds = [_one_worker() for _ in range(ROUNDS // 2)]
-    # The peers run between our rounds, so a change of load on this shared machine hits both.
-    peers = _peers()
-    rounds += [_one_worker() for _ in range(ROUNDS - ROUNDS // 2)]
-    one = sorted(rounds, key=lambda r: r["steps_per_s"])[len(rounds) // 2]
-    floor = (floor_before + _floor()) / 2
-    log(f"1 worker: {[r['steps_per_s'] for r in rounds]} steps/s")
-    pairs = [_two_workers() for _ in range(ROUNDS)]
-    two = {**sorted(pairs, key=lambda r: r["steps_per_s"])[len(pairs) // 2],
-           "rounds_steps_per_s": [r["steps_per_s"] for r in pairs]}
-    log(f"2 workers: {two['rounds_steps_per_s']} steps/s")
+    ones, twos, peer_rounds, floors = [], [], [], []
+    # Each round runs every engine once, so a change of load on this shared machine hits all.
+    for i in range(ROUNDS):
+        floors.append(_floor())
+        ones.append(_one_worker())
+        peer_rounds.append(_peers())
+        twos.append(_two_workers())
+        log(f"round {i + 1}: floor {floors[-1]:.0f}/s, agentops {ones[-1]['steps_per_s']}/s, "
+            f"2 workers {twos[-1]['steps_per_s']}/s, dbos "
+            f"{peer_rounds[-1].get('dbos_steps_per_s')}/s, langgraph "
+            f"{peer_rounds[-1].get('langgraph_steps_per_s')}/s")
+    one = _median_round(ones, lambda r: r["steps_per_s"])
+    two = {**_median_round(twos, lambda r: r["steps_per_s"]),
+           "rounds_steps_per_s": [r["steps_per_s"] for r in twos]}
+    peers = _peers_median(peer_rounds)
+    # The floor: the median of every raw-commit measurement of the run (ours and the peers').
+    floors += [p["floor_commits_per_s"] for p in peer_rounds if not p.get("skipped")]
+    floor = median(floors)
     figures = {
         **one,
-        "rounds_steps_per_s": [r["steps_per_s"] for r in rounds],
+        "rounds_steps_per_s": [r["steps_per_s"] for r in ones],
         "two_workers": two,
         "scaling_2_vs_1": round(two["steps_per_s"] / one["steps_per_s"], 2),
         "floor_commits_per_s": round(floor, 1),
+        "floor_rounds": [round(f) for f in floors],
         "share_of_floor": round(one["steps_per_s"] / floor, 3),
         **_versus_peers(one["steps_per_s"], floor, peers),
     }
@@ -178,6 +195,20 @@ def main() -> None:
                           for k, v in TARGETS.items()}
     _report(figures, peers)
     emit("engine_throughput", {**figures, "peers": peers})
+
+
+def _peers_median(rounds: list[dict]) -> dict:
+    """Return the peers' figures: each peer's median round, and the rounds' steps/s."""
+    done = [r for r in rounds if not r.get("skipped")]
+    if not done:
+        return rounds[-1]
+    out = dict(done[-1])
+    for peer in ("dbos", "langgraph"):
+        mid = _median_round(done, lambda r, p=peer: r[f"{p}_steps_per_s"])
+        out[peer] = {**mid[peer], "steps_per_s_rounds": [r[f"{peer}_steps_per_s"] for r in done]}
+        out[f"{peer}_steps_per_s"] = mid[f"{peer}_steps_per_s"]
+    out["floor_commits_per_s_rounds"] = [r["floor_commits_per_s"] for r in done]
+    return out
 
 
 def _report(figures: dict, peers: dict) -> None:
