@@ -190,11 +190,28 @@ def main() -> None:
         "share_of_floor": round(one["steps_per_s"] / floor, 3),
         **_versus_peers(one["steps_per_s"], floor, peers),
     }
+    figures["rounds"] = _round_ratios(ones, twos, peer_rounds, floors)
     figures["targets"] = {k: {"target": v, "value": figures.get(k),
                               "met": figures.get(k) is not None and figures[k] >= v}
                           for k, v in TARGETS.items()}
     _report(figures, peers)
     emit("engine_throughput", {**figures, "peers": peers})
+
+
+def _round_ratios(ones: list[dict], twos: list[dict], peer_rounds: list[dict],
+                  floors: list[float]) -> list[dict]:
+    """Return each round's own ratios (its engines ran within a minute of each other)."""
+    out = []
+    for one, two, peers, floor in zip(ones, twos, peer_rounds, floors):
+        ours = one["steps_per_s"]
+        row = {"agentops": ours, "floor": round(floor), "share_of_floor": round(ours / floor, 3),
+               "scaling_2_vs_1": round(two["steps_per_s"] / ours, 2)}
+        if not peers.get("skipped"):
+            row.update(dbos=peers["dbos_steps_per_s"], langgraph=peers["langgraph_steps_per_s"],
+                       ratio_vs_dbos=round(ours / peers["dbos_steps_per_s"], 2),
+                       ratio_vs_langgraph=round(ours / peers["langgraph_steps_per_s"], 2))
+        out.append(row)
+    return out
 
 
 def _peers_median(rounds: list[dict]) -> dict:
@@ -223,6 +240,8 @@ def _report(figures: dict, peers: dict) -> None:
         log(f"{name:10}" + "".join(f"{str(row.get(c, '-')):>22}" for c in cols))
     log(f"floor {figures['floor_commits_per_s']} commits/s; share of floor "
         f"{figures['share_of_floor']}")
+    for i, r in enumerate(figures["rounds"], 1):
+        log(f"round {i} ratios: {r}")
     for name, t in figures["targets"].items():
         log(f"{name}: {t['value']} (target >= {t['target']}) {'met' if t['met'] else 'MISSED'}")
 
