@@ -79,9 +79,9 @@ def _one_worker() -> dict:
     ids = _start(RUNS)
     rows0, pg0 = _rows(), pg_counters()
     _TRIPS.take()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     units = _tick_all(ids, "bench-1")
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     trips, waited = _TRIPS.take()
     delta = pg_delta(pg0)
     steps = RUNS * STEPS
@@ -95,6 +95,9 @@ def _one_worker() -> dict:
         "ms_per_step": round(elapsed * 1000 / steps, 3),
         "db_wait_ms_per_step": round(waited * 1000 / steps, 3),
         "server_ms_per_step": round(delta["server_ms"] / steps, 3),
+        # The worker's own CPU (Python, psycopg, the kernel's socket work): a slow disk does
+        # not change it, a loaded machine does a little.
+        "cpu_ms_per_step": round(cpu * 1000 / steps, 3),
         "rows_per_step": round((_rows() - rows0) / steps, 2),
         "wal_bytes_per_step": round(delta["wal_bytes"] / steps),
     }
@@ -231,13 +234,13 @@ def _peers_median(rounds: list[dict]) -> dict:
 def _report(figures: dict, peers: dict) -> None:
     """Print the side-by-side table on stderr: steps/s and what each step costs the database."""
     cols = ("steps_per_s", "commits_per_step", "round_trips_per_step", "wal_bytes_per_step",
-            "server_ms_per_step", "db_wait_ms_per_step")
+            "server_ms_per_step", "db_wait_ms_per_step", "cpu_ms_per_step")
     rows = {"agentops": figures}
     if not peers.get("skipped"):
         rows.update(dbos=peers["dbos"], langgraph=peers["langgraph"])
-    log(f"{'':10}" + "".join(f"{c.replace('_per_step', '/step'):>22}" for c in cols))
+    log(f"{'':10}" + "".join(f"{c.replace('_per_step', '/step'):>21}" for c in cols))
     for name, row in rows.items():
-        log(f"{name:10}" + "".join(f"{str(row.get(c, '-')):>22}" for c in cols))
+        log(f"{name:10}" + "".join(f"{str(row.get(c, '-')):>21}" for c in cols))
     log(f"floor {figures['floor_commits_per_s']} commits/s; share of floor "
         f"{figures['share_of_floor']}")
     for i, r in enumerate(figures["rounds"], 1):

@@ -147,10 +147,12 @@ def _delta(url: str, session: Session, runs: int, per_run: int) -> dict[str, Any
     """Run one session between counter reads; return its time, step times and counts."""
     before = _counters(url)
     _TRIPS.take()
+    cpu = time.process_time()
     elapsed, step_s = session(runs, per_run)
+    cpu = time.process_time() - cpu
     trips, waited = _TRIPS.take()
     after = _counters(url)
-    return {"elapsed": elapsed, "step_s": step_s,
+    return {"elapsed": elapsed, "step_s": step_s, "cpu_ms": cpu * 1000,
             "commits": after["commits"] - before["commits"], "trips": trips,
             "waited_ms": waited * 1000, "server_ms": after["active_ms"] - before["active_ms"],
             **_wal_writes(before, after)}
@@ -189,7 +191,7 @@ def _summary(name: str, rounds: list[dict[str, Any]], empty: dict[str, Any]) -> 
     steps = len(rounds[0]["step_s"])
     rates = sorted(steps / r["elapsed"] for r in rounds)
     per_step = {k: _per_step(rounds, empty, k, steps)
-                for k in ("commits", "writes", "wal", "trips", "server_ms", "waited_ms")}
+                for k in ("commits", "writes", "wal", "trips", "server_ms", "waited_ms", "cpu_ms")}
     figures = {"steps": steps, "rounds": len(rounds),
                "steps_per_s": round(rates[len(rates) // 2], 1),
                "steps_per_s_rounds": [round(x, 1) for x in rates],
@@ -200,6 +202,7 @@ def _summary(name: str, rounds: list[dict[str, Any]], empty: dict[str, Any]) -> 
                "round_trips_per_step": _round(per_step["trips"], 2),
                "server_ms_per_step": _round(per_step["server_ms"], 3),
                "db_wait_ms_per_step": _round(per_step["waited_ms"], 3),
+               "cpu_ms_per_step": _round(per_step["cpu_ms"], 3),
                "empty_session": {k: empty[k] for k in ("commits", "writes", "wal")}}
     log(f"{name}: {figures['steps_per_s']} steps/s {figures['steps_per_s_rounds']}, "
         f"{figures['commits_per_step']} commits/step, "
