@@ -198,35 +198,59 @@ class RoundTrips:
     """Count psycopg round trips (and the time spent waiting on them) in this process.
 
     Every psycopg 3 operation that talks to the server (execute, fetch from the server,
-    commit, a pipeline sync) blocks in ``Connection.wait`` once: one call, one round trip.
-    ``start()`` wraps it; ``take()`` returns (round trips, seconds waited) since the last take.
+    commit, a pipeline sync) runs as one generator driven by ``Connection.wait``; the ones
+    that wait on the socket at least once are counted (setting ``autocommit`` outside a
+    transaction does not). psycopg sends an implicit BEGIN inside the first statement's
+    wait, so a transaction's BEGIN is not counted apart. ``start()`` wraps ``wait``;
+    ``take()`` returns (round trips, seconds waited) since the last take; ``stop()`` unwraps.
     """
 
     def __init__(self) -> None:
         self.n = 0
         self.s = 0.0
+        self._real: Any = None
 
     def start(self) -> "RoundTrips":
         import psycopg
 
-        real = psycopg.Connection.wait
+        real = self._real = psycopg.Connection.wait
         counter = self
 
         def wait(conn: Any, gen: Any, *args: Any, **kwargs: Any) -> Any:
             t = time.perf_counter()
             try:
-                return real(conn, gen, *args, **kwargs)
+                return real(conn, counter._watched(gen), *args, **kwargs)
             finally:
                 counter.s += time.perf_counter() - t
-                counter.n += 1
 
         psycopg.Connection.wait = wait  # type: ignore[method-assign]
         return self
+
+    def _watched(self, gen: Any) -> Any:
+        """Drive ``gen`` unchanged, counting one round trip if it waits on the socket."""
+        try:
+            ready = next(gen)
+        except StopIteration as done:
+            return done.value
+        self.n += 1
+        while True:
+            sent = yield ready
+            try:
+                ready = gen.send(sent)
+            except StopIteration as done:
+                return done.value
 
     def take(self) -> tuple[int, float]:
         out = (self.n, self.s)
         self.n, self.s = 0, 0.0
         return out
+
+    def stop(self) -> None:
+        import psycopg
+
+        if self._real is not None:
+            psycopg.Connection.wait = self._real  # type: ignore[method-assign]
+            self._real = None
 
 
 def pg_version_text() -> str:
