@@ -77,13 +77,14 @@ def _rows() -> int:
 
 def _one_worker() -> dict:
     ids = _start(RUNS)
-    rows0, pg0 = _rows(), pg_counters()
+    rows0, pg0, lsn0 = _rows(), pg_counters(), _flush_lsn()
     _TRIPS.take()
     t, cpu = time.perf_counter(), time.process_time()
     units = _tick_all(ids, "bench-1")
     elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
     trips, waited = _TRIPS.take()
     delta = pg_delta(pg0)
+    ours = _wal_of_this_database(lsn0, _flush_lsn())
     steps = RUNS * STEPS
     return {
         "steps": steps,
@@ -99,8 +100,53 @@ def _one_worker() -> dict:
         # not change it, a loaded machine does a little.
         "cpu_ms_per_step": round(cpu * 1000 / steps, 3),
         "rows_per_step": round((_rows() - rows0) / steps, 2),
-        "wal_bytes_per_step": round(delta["wal_bytes"] / steps),
+        # The cluster's WAL position moved by this much (other sessions' writes included) ...
+        "cluster_wal_bytes_per_step": round(delta["wal_bytes"] / steps),
+        # ... of which this database's write transactions, read from the WAL (pg_walinspect),
+        # as bench/peers.py reads the peers': their commit records and all their records' bytes.
+        "write_commits_per_step": _per(ours["commits"], steps, 2),
+        "wal_bytes_per_step": _per(ours["bytes"], steps, None),
     }
+
+
+def _per(value: int | None, steps: int, digits: int | None) -> float | None:
+    return None if value is None else round(value / steps, digits)
+
+
+def _flush_lsn() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+        return cur.fetchone()[0]
+
+
+def _wal_of_this_database(start: str, end: str) -> dict:
+    """Return the commits and WAL bytes of the transactions that wrote to the bench database."""
+    from django.db import DatabaseError, connection
+
+    try:
+        with connection.cursor() as cur:
+            cur.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            cur.execute(_WAL_OURS, {"start": start, "end": end})
+            commits, wal = cur.fetchone()
+    except DatabaseError as exc:
+        log(f"engine_throughput: no WAL figures of our own ({str(exc).strip()})")
+        return {"commits": None, "bytes": None}
+    return {"commits": int(commits), "bytes": int(wal)}
+
+
+_WAL_OURS = """
+WITH rec AS (SELECT xid::text::bigint AS x, resource_manager, record_type, record_length,
+                    block_ref
+             FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)),
+     ours AS (SELECT DISTINCT x FROM rec WHERE x <> 0 AND block_ref ~ (
+                 'rel \\d+/' || (SELECT oid FROM pg_database
+                                   WHERE datname = current_database()) || '/'))
+SELECT count(*) FILTER (WHERE resource_manager = 'Transaction' AND record_type LIKE 'COMMIT%%'),
+       coalesce(sum(record_length), 0)
+FROM rec JOIN ours USING (x)
+"""
 
 
 def _two_workers() -> dict:
@@ -233,7 +279,8 @@ def _peers_median(rounds: list[dict]) -> dict:
 
 def _report(figures: dict, peers: dict) -> None:
     """Print the side-by-side table on stderr: steps/s and what each step costs the database."""
-    cols = ("steps_per_s", "commits_per_step", "round_trips_per_step", "wal_bytes_per_step",
+    cols = ("steps_per_s", "commits_per_step", "write_commits_per_step", "round_trips_per_step",
+            "wal_bytes_per_step",
             "server_ms_per_step", "db_wait_ms_per_step", "cpu_ms_per_step")
     rows = {"agentops": figures}
     if not peers.get("skipped"):
