@@ -27,6 +27,13 @@ def check_json(value: Any, path: str = "$") -> None:
             check_json(v, f"{path}.{k}")
         else:
             return
+    elif type(value) is list:
+        for i, v in enumerate(value):
+            kind = type(v)
+            if kind in _PLAIN or (kind is str and not unstorable(v)):
+                continue
+            check_json(v, f"{path}[{i}]")
+        return
     if isinstance(value, str):
         why = unstorable(value)
         if why:
