@@ -9,6 +9,7 @@ from typing import Any
 from agentops.errors import InvalidInput
 
 _SCALARS = (bool, int, type(None))
+_PLAIN = frozenset({bool, int, type(None)})
 
 
 class NotJSONSerializable(InvalidInput):
@@ -31,6 +32,23 @@ def check_json(value: Any, path: str = "$") -> None:
 
     Strings with NUL characters are refused too: PostgreSQL's jsonb cannot store them.
     """
+    if type(value) is dict:  # the common shape first, by exact types (walked on every unit)
+        for k, v in value.items():
+            if type(k) is not str or unstorable(k):
+                break  # the general walk below names the path (or accepts a str subclass)
+            kind = type(v)
+            if kind in _PLAIN or (kind is str and not unstorable(v)):
+                continue
+            check_json(v, f"{path}.{k}")
+        else:
+            return
+    elif type(value) is list:
+        for i, v in enumerate(value):
+            kind = type(v)
+            if kind in _PLAIN or (kind is str and not unstorable(v)):
+                continue
+            check_json(v, f"{path}[{i}]")
+        return
     if isinstance(value, str):
         why = unstorable(value)
         if why:

@@ -170,17 +170,19 @@ def pg_counters() -> dict[str, Any]:
             cur.execute("SELECT pg_stat_force_next_flush()")
         cur.execute("SELECT pg_stat_clear_snapshot()")
         cur.execute(
-            "SELECT pg_current_wal_lsn()::text, xact_commit FROM pg_stat_database "
+            "SELECT pg_current_wal_lsn()::text, xact_commit, active_time FROM pg_stat_database "
             "WHERE datname = current_database()"
         )
-        lsn, commits = cur.fetchone()
-    return {"lsn": lsn, "commits": int(commits)}
+        lsn, commits, active_ms = cur.fetchone()
+    return {"lsn": lsn, "commits": int(commits), "active_ms": float(active_ms or 0)}
 
 
-def pg_delta(before: dict[str, Any]) -> dict[str, int]:
-    """Return WAL bytes and commits since ``before`` (a ``pg_counters()`` result).
+def pg_delta(before: dict[str, Any]) -> dict[str, Any]:
+    """Return WAL bytes, commits and server time since ``before`` (a ``pg_counters()`` result).
 
-    The commits include the one that reads the counters.
+    The commits include the one that reads the counters. ``server_ms`` is the database's
+    ``active_time``: milliseconds its backends spent executing statements (commits' WAL flush
+    included), as flushed so far — this backend's is flushed by ``pg_counters``.
     """
     from django.db import connection
 
@@ -188,7 +190,67 @@ def pg_delta(before: dict[str, Any]) -> dict[str, int]:
     with connection.cursor() as cur:
         cur.execute("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", [after["lsn"], before["lsn"]])
         wal = int(cur.fetchone()[0])
-    return {"wal_bytes": wal, "commits": after["commits"] - before["commits"]}
+    return {"wal_bytes": wal, "commits": after["commits"] - before["commits"],
+            "server_ms": after["active_ms"] - before["active_ms"]}
+
+
+class RoundTrips:
+    """Count psycopg round trips (and the time spent waiting on them) in this process.
+
+    Every psycopg 3 operation that talks to the server (execute, fetch from the server,
+    commit, a pipeline sync) runs as one generator driven by ``Connection.wait``; the ones
+    that wait on the socket at least once are counted (setting ``autocommit`` outside a
+    transaction does not). psycopg sends an implicit BEGIN inside the first statement's
+    wait, so a transaction's BEGIN is not counted apart. ``start()`` wraps ``wait``;
+    ``take()`` returns (round trips, seconds waited) since the last take; ``stop()`` unwraps.
+    """
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.s = 0.0
+        self._real: Any = None
+
+    def start(self) -> "RoundTrips":
+        import psycopg
+
+        real = self._real = psycopg.Connection.wait
+        counter = self
+
+        def wait(conn: Any, gen: Any, *args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return real(conn, counter._watched(gen), *args, **kwargs)
+            finally:
+                counter.s += time.perf_counter() - t
+
+        psycopg.Connection.wait = wait  # type: ignore[method-assign]
+        return self
+
+    def _watched(self, gen: Any) -> Any:
+        """Drive ``gen`` unchanged, counting one round trip if it waits on the socket."""
+        try:
+            ready = next(gen)
+        except StopIteration as done:
+            return done.value
+        self.n += 1
+        while True:
+            sent = yield ready
+            try:
+                ready = gen.send(sent)
+            except StopIteration as done:
+                return done.value
+
+    def take(self) -> tuple[int, float]:
+        out = (self.n, self.s)
+        self.n, self.s = 0, 0.0
+        return out
+
+    def stop(self) -> None:
+        import psycopg
+
+        if self._real is not None:
+            psycopg.Connection.wait = self._real  # type: ignore[method-assign]
+            self._real = None
 
 
 def pg_version_text() -> str:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (commit_floor, db_ensure, emit, log, maintenance_url,
+from bench._common import (RoundTrips, commit_floor, db_ensure, emit, log, maintenance_url,
                            percentiles)
 
 STEPS = int(os.environ.get("BENCH_PEER_STEPS", "1000"))
@@ -102,10 +102,11 @@ def _counters(url: str, *, settle_s: float = 10.0) -> dict[str, Any]:
                            [name]).fetchone()[0] and time.monotonic() < deadline:
             time.sleep(0.05)
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        oid, commits, lsn = conn.execute(
-            "SELECT datid, xact_commit, pg_current_wal_flush_lsn()::text "
+        oid, commits, lsn, active_ms = conn.execute(
+            "SELECT datid, xact_commit, pg_current_wal_flush_lsn()::text, active_time "
             "FROM pg_stat_database WHERE datname = %s", [name]).fetchone()
-    return {"oid": int(oid), "commits": int(commits), "lsn": lsn}
+    return {"oid": int(oid), "commits": int(commits), "lsn": lsn,
+            "active_ms": float(active_ms or 0)}
 
 
 # The commits (and their WAL) of transactions that wrote a block of one database, read from the
@@ -145,10 +146,19 @@ def _wal_writes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int 
 def _delta(url: str, session: Session, runs: int, per_run: int) -> dict[str, Any]:
     """Run one session between counter reads; return its time, step times and counts."""
     before = _counters(url)
+    _TRIPS.take()
+    cpu = time.process_time()
     elapsed, step_s = session(runs, per_run)
+    cpu = time.process_time() - cpu
+    trips, waited = _TRIPS.take()
     after = _counters(url)
-    return {"elapsed": elapsed, "step_s": step_s,
-            "commits": after["commits"] - before["commits"], **_wal_writes(before, after)}
+    return {"elapsed": elapsed, "step_s": step_s, "cpu_ms": cpu * 1000,
+            "commits": after["commits"] - before["commits"], "trips": trips,
+            "waited_ms": waited * 1000, "server_ms": after["active_ms"] - before["active_ms"],
+            **_wal_writes(before, after)}
+
+
+_TRIPS = RoundTrips()
 
 
 def _walinspect_install(url: str) -> None:
@@ -180,7 +190,8 @@ def _summary(name: str, rounds: list[dict[str, Any]], empty: dict[str, Any]) -> 
     """Return a peer's figures from its timed rounds (the median round), net of the empty one."""
     steps = len(rounds[0]["step_s"])
     rates = sorted(steps / r["elapsed"] for r in rounds)
-    per_step = {k: _per_step(rounds, empty, k, steps) for k in ("commits", "writes", "wal")}
+    per_step = {k: _per_step(rounds, empty, k, steps)
+                for k in ("commits", "writes", "wal", "trips", "server_ms", "waited_ms", "cpu_ms")}
     figures = {"steps": steps, "rounds": len(rounds),
                "steps_per_s": round(rates[len(rates) // 2], 1),
                "steps_per_s_rounds": [round(x, 1) for x in rates],
@@ -188,6 +199,10 @@ def _summary(name: str, rounds: list[dict[str, Any]], empty: dict[str, Any]) -> 
                "commits_per_step": round(per_step["commits"], 2),
                "write_commits_per_step": _round(per_step["writes"], 2),
                "wal_bytes_per_step": _round(per_step["wal"], None),
+               "round_trips_per_step": _round(per_step["trips"], 2),
+               "server_ms_per_step": _round(per_step["server_ms"], 3),
+               "db_wait_ms_per_step": _round(per_step["waited_ms"], 3),
+               "cpu_ms_per_step": _round(per_step["cpu_ms"], 3),
                "empty_session": {k: empty[k] for k in ("commits", "writes", "wal")}}
     log(f"{name}: {figures['steps_per_s']} steps/s {figures['steps_per_s_rounds']}, "
         f"{figures['commits_per_step']} commits/step, "
@@ -316,6 +331,7 @@ def main() -> None:
         log(f"peers: {', '.join(missing)} not importable; skipped")
         emit("peers", {"skipped": True, "reason": SKIP_REASON})
         return
+    _TRIPS.start()
     urls = {peer: _db_url(f"_{peer}") for peer in ("floor", "dbos", "lg")}
     for url in urls.values():
         _db_fresh(url)

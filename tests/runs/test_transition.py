@@ -55,3 +55,32 @@ def test_waiting_requires_a_wait_kind_in_the_database(run):
 
     with pytest.raises(IntegrityError), transaction.atomic():
         Run.objects.filter(pk=run.pk).update(status=RunStatus.WAITING, wait_kind="")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_claim_and_a_lease_holders_transition_cost_few_round_trips(run):
+    """On PostgreSQL in autocommit (a worker): the claim returns the row from its UPDATE, and
+    a lease holder's transition is its one version-checked statement, no transaction around."""
+    from django.db import connection
+
+    from agentops.redaction import EMPTY
+    from bench._common import RoundTrips
+
+    connection.ensure_connection()
+    trips = RoundTrips().start()
+    try:
+        claimed = run_claim(run_id=run.pk, owner="w1", ttl_s=30)
+        claim_trips, _ = trips.take()
+        run_transition(claimed, RunStatus.SUCCEEDED, expected_version=claimed.version,
+                       secrets=EMPTY)
+        move_trips, _ = trips.take()
+    finally:
+        trips.stop()
+    # BEGIN + UPDATE ... RETURNING, the secrets read, SAVEPOINT, the unit, RELEASE, COMMIT
+    # (with a SELECT after a plain UPDATE, and a transaction around the move, it was 7 and 5).
+    assert claim_trips == 6
+    assert move_trips == 1
+    fresh = Run.objects.get(pk=run.pk)
+    assert fresh.status == RunStatus.SUCCEEDED and fresh.lease_owner == ""
+    assert Event.objects.filter(run=run, type="run.status").count() == 2

@@ -142,7 +142,9 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
     if too_big or len(s["turns"]) > 2 * ctx.KEEP_TURNS:
         keep = 2 if too_big else ctx.KEEP_TURNS
         upto, summary = ctx.compaction_summary(s, keep=keep)
-        session.commit([NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto, "summary": summary})])
+        # Derived from the state alone: written with the reply's unit, not a commit of its own.
+        session.defer([NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto,
+                                                              "summary": summary})])
         messages = ctx.context_build(s, agent, session.context_memo)
     return messages
 
