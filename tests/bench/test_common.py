@@ -4,7 +4,7 @@ from django.db import connection
 
 from agentops.redaction import EMPTY
 from bench._common import RoundTrips, pg_counters, pg_delta
-from runs.engine.events import NewEvent, event_append
+from runs.engine.runtime.events import NewEvent, event_append
 
 pytestmark = [pytest.mark.postgres]
 

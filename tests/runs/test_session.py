@@ -1,7 +1,7 @@
 """RunSession: units commit what the session applied to its state, deferred events included."""
 import pytest
 
-from runs.engine.snapshots import load_state, replay_state
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.event_types import EventType
 from runs.models import Event
 from runs.services import run_start
