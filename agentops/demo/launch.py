@@ -5,7 +5,8 @@ daphne (ASGI) and ``manage.py agentops worker`` (the q2 cluster plus the sweeper
 processes with DEBUG off (static files served by whitenoise from the source folders, plain
 HTTP on 127.0.0.1, the launcher's SECRET_KEY), prints the URL, the demo logins and what is
 live right now, and on SIGINT/SIGTERM stops both, waiting for each to exit. Also runnable
-alone: ``python -m agentops.demo.launch --port 8000``.
+alone: ``python -m agentops.demo --port 8000`` (``agentops/demo/__main__.py`` sets Django up
+first, since this module imports models).
 
 The banner's time counts from ``AGENTOPS_DEMO_MAKE_STARTED`` (epoch seconds, set by the
 Makefile when ``make demo`` starts, so install and migrate are included) when it is set, and
@@ -24,7 +25,6 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import django
 from django.conf import settings
 
 from agentops.demo.seed import demo_approval_delay_s, demo_pace_s, demo_seed, is_live, run_state
@@ -200,14 +200,8 @@ def _say(out: IO[str], text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo from the command line (``python -m agentops.demo.launch``)."""
+    """Run the demo from the command line (``python -m agentops.demo``; Django is set up)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
-    django.setup()
     return demo_main(args.port)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

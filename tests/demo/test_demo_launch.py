@@ -78,7 +78,7 @@ def test_demo_seeds_every_state_serves_and_stops_cleanly(tmp_path):
     log = (tmp_path / "demo.log").open("wb")
     # As `make demo` does: the banner's time counts from when make started (here 100 s ago).
     env["AGENTOPS_DEMO_MAKE_STARTED"] = str(int(time.time()) - 100)
-    proc = subprocess.Popen([sys.executable, "-m", "agentops.demo.launch", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "agentops.demo", "--port", str(port)],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     expected = {sc.name: sc.expect for sc in SCENARIOS}
     try:
