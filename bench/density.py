@@ -10,7 +10,12 @@ p99 step latency above L (the gap between two model replies of a run, minus L), 
 in-flight run (worker host RSS at peak minus idle, over the peak in flight), connections
 (the host's PostgreSQL sessions, peak), and the machine's commit floor.
 
-Env: BENCH_RUNS (500), BENCH_DELAY_S (1.0), BENCH_STEPS (20).
+The engine's own cap is measured first in the same run (the same N runs, L = 0); the ideal
+is min(N / L, that cap). Lease expiries of the runs (``run.recovered`` events) are reported:
+a healthy worker has none.
+
+Env: BENCH_RUNS (500), BENCH_DELAY_S (1.0), BENCH_STEPS (20), BENCH_CAP (1: measure the cap),
+BENCH_WORKER_LOG (file for the worker host's output), BENCH_WORKER_LOG_LEVEL (ERROR).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import engine_env  # noqa: E402
+from bench.model_server import model_server_start  # noqa: E402
 
 os.environ.setdefault("BENCH_ENGINE_DATABASE_URL",
                       "postgres://postgres@127.0.0.1:5432/agentops_bench_density")
@@ -38,21 +44,16 @@ DELAY_S = float(os.environ.get("BENCH_DELAY_S", "1.0"))
 STEPS = int(os.environ.get("BENCH_STEPS", "20"))
 
 
-def _model_server() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.model_server", "--delay", str(DELAY_S),
-                             "--steps", str(STEPS)], cwd=ROOT, stdout=subprocess.PIPE)
-    return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
-
-
 def _worker(model_url: str) -> subprocess.Popen:
     """Start one worker host with the default settings (only the agents and the model)."""
     env = {**os.environ, "DATABASE_URL": bench_url(), "AGENTOPS_AGENTS": "bench.agents",
-           "BENCH_MODEL_URL": model_url, "LOG_LEVEL": "ERROR"}
+           "BENCH_MODEL_URL": model_url,
+           "LOG_LEVEL": os.environ.get("BENCH_WORKER_LOG_LEVEL", "ERROR")}
     for knob in ("AGENTOPS_ENQUEUE_TICKS", "AGENTOPS_TICK_SLICE_S", "TEST_DATABASE_NAME"):
         env.pop(knob, None)
+    out = open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "ab")  # noqa: SIM115
     return subprocess.Popen([sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            env=env, stdout=out, stderr=out, start_new_session=True)
 
 
 def _wait_up(pgid: int, timeout_s: float = 60.0) -> None:
@@ -144,7 +145,7 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     peak = {"in_flight": 0, "sessions": 0, "rss_mb": idle_mb, "rss_at_peak_mb": idle_mb,
             "cpu_s": 0.0}
     cpu0 = _cpu_s(_group(pgid))
-    while time.monotonic() - t0 < 60 + 5 * RUNS * (STEPS + 1) * DELAY_S:
+    while time.monotonic() - t0 < 600 + 5 * RUNS * (STEPS + 1) * DELAY_S:
         running = Run.objects.filter(pk__in=ids, status="running").count()
         pids = _group(pgid)
         rss = _rss_mb(pids)
@@ -163,14 +164,14 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     return peak
 
 
-def _steps(ids: list) -> dict:
+def _steps(ids: list, delay_s: float) -> dict:
     """Steps/s and step latency above L from the runs' model.replied events."""
     from runs.models import Event
 
     rows = list(Event.objects.filter(run_id__in=ids, type="model.replied")
                 .order_by("run_id", "seq").values_list("run_id", "at"))
     times = sorted(at.timestamp() for _, at in rows)
-    gaps = [(b[1] - a[1]).total_seconds() - DELAY_S
+    gaps = [(b[1] - a[1]).total_seconds() - delay_s
             for a, b in zip(rows, rows[1:]) if a[0] == b[0]]
     first, last = times[0], times[-1]
     q1, q3 = first + (last - first) / 4, first + 3 * (last - first) / 4
@@ -181,33 +182,55 @@ def _steps(ids: list) -> dict:
                            for k, v in percentiles(gaps).items()}}
 
 
-def main() -> None:
-    django_boot()
-    from django.db import connection
+def _recoveries(ids: list) -> dict:
+    """Lease expiries and owner-gone recoveries of the runs (a healthy worker should have 0)."""
+    from django.db.models import Count
 
-    _clean()
-    floor = commit_floor(conninfo=bench_url())
-    server, url = _model_server()
+    from runs.models import Event
+
+    rows = (Event.objects.filter(run_id__in=ids, type="run.recovered")
+            .values("data__cause").annotate(n=Count("pk")))
+    return {r["data__cause"] or "unknown": r["n"] for r in rows}
+
+
+def _pass(delay_s: float) -> dict:
+    """One worker host works RUNS runs whose model takes ``delay_s``; return its figures."""
+    server, url = model_server_start(delay_s, STEPS)
     host = _worker(url)
     try:
         _wait_up(host.pid)
         idle_mb = _rss_mb(_group(host.pid))
         log(f"worker host up, {idle_mb:.0f} MB idle; creating {RUNS} runs")
         ids = _create_runs()
-        log(f"{RUNS} runs created; enqueueing, model {DELAY_S}s x {STEPS + 1} calls a run")
+        log(f"{RUNS} runs created; enqueueing, model {delay_s}s x {STEPS + 1} calls a run")
         peak = _watch(ids, host.pid, idle_mb)
     finally:
         os.killpg(host.pid, 15)
         host.wait(30)
         server.kill()
-    steps = _steps(ids)
-    ideal = RUNS / DELAY_S if DELAY_S else None
+    return {"peak": peak, "idle_mb": idle_mb, "steps": _steps(ids, delay_s),
+            "recoveries": _recoveries(ids)}
+
+
+def main() -> None:
+    django_boot()
+    from django.db import connection
+
+    _clean()
+    floor = commit_floor(conninfo=bench_url())
+    # The engine's own cap, same host, same window: the same runs with a model that answers
+    # at once. The ideal at L is min(N / L, that cap).
+    cap = _pass(0.0)["steps"]["steps_per_s_mid"] if os.environ.get("BENCH_CAP", "1") == "1" \
+        else None
+    got = _pass(DELAY_S)
+    peak, steps, idle_mb = got["peak"], got["steps"], got["idle_mb"]
+    ideal = min(x for x in (RUNS / DELAY_S if DELAY_S else None, cap) if x is not None)
     emit("density", {
         "runs": RUNS, "delay_s": DELAY_S, "model_calls_per_run": STEPS + 1,
         "wall_s": round(peak["wall_s"], 1), "ended": peak["ended"],
-        "peak_in_flight": peak["in_flight"], **steps,
-        "ideal_steps_per_s": ideal,
-        "mid_vs_ideal": round(steps["steps_per_s_mid"] / ideal, 3) if ideal else None,
+        "peak_in_flight": peak["in_flight"], **steps, "recoveries": got["recoveries"],
+        "n_over_l": RUNS / DELAY_S if DELAY_S else None, "engine_cap_steps_per_s": cap,
+        "ideal_steps_per_s": ideal, "mid_vs_ideal": round(steps["steps_per_s_mid"] / ideal, 3),
         "rss_idle_mb": round(idle_mb, 1), "rss_at_peak_mb": round(peak["rss_at_peak_mb"], 1),
         "mb_per_in_flight_run": round((peak["rss_at_peak_mb"] - idle_mb)
                                       / max(1, peak["in_flight"]), 3),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -69,6 +71,14 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     request_queue_size = 2048  # hundreds of runs connect at once
     daemon_threads = True
+
+
+def model_server_start(delay_s: float, steps: int) -> tuple[subprocess.Popen, str]:
+    """Start this server in its own process; return it and its OpenAI base URL."""
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen([sys.executable, "-m", "bench.model_server", "--delay", str(delay_s),
+                             "--steps", str(steps)], cwd=root, stdout=subprocess.PIPE)
+    return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
 
 
 def main() -> None:

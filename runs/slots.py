@@ -15,6 +15,7 @@ hundreds of runs in flight need only the few connections of the runs between two
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ log = logging.getLogger("agentops.slots")
 _lock = threading.Lock()
 _state: dict[str, Any] = {"slots": None, "in_flight": 0, "pooled": False}
 _draining = threading.Event()
+_SLOT_PREFIX = "run-slot:"
 
 
 def runs_in_flight_limit() -> int:
@@ -47,6 +49,9 @@ def slot_submit(run_id: str, body: Callable[[str], object]) -> bool:
         if _state["slots"] is None:
             _state["slots"] = threading.BoundedSemaphore(limit)
             pool_enable()
+            # Hundreds of threads share one GIL: a thread back from I/O (the lease keeper's
+            # UPDATE, a commit) waits about (runnable threads x switch interval) for it.
+            sys.setswitchinterval(settings.AGENTOPS_SLOT_SWITCH_INTERVAL_S)
             # Runs at interpreter exit (a stopped or recycled q2 process) before the slot
             # threads are joined: every slot ends its slice at its next unit and re-enqueues.
             threading._register_atexit(_draining.set)  # type: ignore[attr-defined]
@@ -55,7 +60,7 @@ def slot_submit(run_id: str, body: Callable[[str], object]) -> bool:
     with _lock:
         _state["in_flight"] += 1
     # Not a daemon: a stopping or recycled q2 process waits for its runs' slices to end.
-    threading.Thread(target=_slot, args=(slots, run_id, body), name=f"run-slot:{run_id}",
+    threading.Thread(target=_slot, args=(slots, run_id, body), name=f"{_SLOT_PREFIX}{run_id}",
                      daemon=False).start()
     return True
 
@@ -85,6 +90,11 @@ def slots_free() -> bool:
 def draining() -> bool:
     """Return True once this process is stopping: slots end their slices now."""
     return _draining.is_set()
+
+
+def on_slot() -> bool:
+    """Return True when the calling thread is a run slot (its whole tick's lease is kept)."""
+    return threading.current_thread().name.startswith(_SLOT_PREFIX)
 
 
 def in_flight() -> int:

@@ -8,15 +8,14 @@ stay within its connection pool meanwhile.
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 from django.db import connection
 
+from bench.model_server import model_server_start
 from runs.models import Event, Run
-from tests.e2e.workers import ROOT, Worker
+from tests.e2e.workers import Worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -24,16 +23,10 @@ RUNS, DELAY_S, CALLS = 40, 0.5, 3  # plan is given: calls = steps + the final an
 POOL_MAX = 6
 
 
-def _model_server(delay_s: float, steps: int):
-    proc = subprocess.Popen([sys.executable, "-m", "bench.model_server", "--delay", str(delay_s),
-                             "--steps", str(steps)], cwd=ROOT, stdout=subprocess.PIPE)
-    return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
-
-
 @pytest.fixture
 def model_url():
     """Start bench.model_server in its own process; yield its base URL."""
-    proc, url = _model_server(DELAY_S, CALLS - 1)
+    proc, url = model_server_start(DELAY_S, CALLS - 1)
     yield url
     proc.kill()
     proc.wait(5)
@@ -108,7 +101,7 @@ def test_leases_of_runs_waiting_on_their_model_are_renewed_together(settings, tm
     from runs.services import run_start
 
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    proc, url = _model_server(4.0, 1)
+    proc, url = model_server_start(4.0, 1)
     worker = Worker("renew", tmp_path, env={
         "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
         "AGENTOPS_LEASE_TTL_S": "3"})
@@ -145,7 +138,7 @@ def test_a_full_process_pushes_back_and_its_runs_take_turns(settings, tmp_path):
     from runs.services import run_start
 
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    proc, url = _model_server(0.7, 4)
+    proc, url = model_server_start(0.7, 4)
     worker = Worker("full", tmp_path, env={
         "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
         "AGENTOPS_RUNS_IN_FLIGHT": "5", "AGENTOPS_TICK_SLICE_S": "2"})

@@ -9,6 +9,7 @@ cancellation tokens, so a long tool can stop early; its result is recorded as la
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,8 +23,10 @@ from agentops import clock
 from agentops.tools import CancelToken
 from runs.live import live_flush
 from runs.models import Run
-from runs.slots import db_release
+from runs.slots import db_release, on_slot
 from runs.statuses import RunStatus
+
+log = logging.getLogger("agentops.leases")
 
 
 def lease_renew(run: Run, owner: str, *, ttl_s: float | None = None) -> bool:
@@ -66,6 +69,10 @@ class _Held:
     tokens: Sequence[CancelToken]
     interval: float
     due: float
+    # A whole tick on a run slot: renewed by owner alone (its commits bump the version
+    # meanwhile); a call's hold (lease_kept) also matches the version it started with.
+    whole_tick: bool = False
+    retry: bool = False  # skipped this round (its row was being committed): renew soon
 
 
 class _Keeper:
@@ -82,6 +89,7 @@ class _Keeper:
         self._held: dict[int, _Held] = {}
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
+        self._slow_s = 0.5
 
     def add(self, held: _Held) -> int:
         with self._lock:
@@ -108,7 +116,15 @@ class _Keeper:
                 batch = {k: h for k, h in self._held.items() if h.due - h.interval / 2 <= now}
             # The keeper keeps its one connection: waiting in the pool's queue behind hundreds
             # of run slots would let the very leases it keeps expire.
-            lost = leases_renew(list(batch.values()))
+            try:
+                lost = leases_renew(list(batch.values()))
+            except Exception:  # a broken connection must not end the keeper: retry soon
+                log.exception("lease keeper: renewal of %d leases failed", len(batch))
+                connection.close()
+                continue
+            took = clock.monotonic() - now
+            if took > self._slow_s:
+                log.warning("lease keeper: renewing %d leases took %.2fs", len(batch), took)
             with self._lock:
                 for key, held in batch.items():
                     if key not in self._held:
@@ -116,7 +132,8 @@ class _Keeper:
                     if id(held) in lost:
                         del self._held[key]
                     else:
-                        held.due = now + held.interval
+                        held.due = now + (0.2 if held.retry else held.interval)
+                        held.retry = False
             for held in batch.values():
                 if id(held) in lost:
                     for token in held.tokens:
@@ -124,18 +141,68 @@ class _Keeper:
 
 
 def leases_renew(held: list[_Held], *, ttl_s: float | None = None) -> set[int]:
-    """Renew every lease in ``held`` (one UPDATE per 100 runs); return the ids of those lost."""
+    """Renew every lease in ``held`` (one UPDATE per chunk of runs); return the ids of those lost."""
+    ttl = settings.AGENTOPS_LEASE_TTL_S if ttl_s is None else ttl_s
     lost: set[int] = set()
-    for i in range(0, len(held), _RENEW_CHUNK):
-        lost |= _renew_chunk(held[i:i + _RENEW_CHUNK], ttl_s)
+    ticks = [h for h in held if h.whole_tick]
+    calls = [h for h in held if not h.whole_tick]
+    for i in range(0, len(ticks), _TICK_CHUNK):
+        lost |= _renew_ticks(ticks[i:i + _TICK_CHUNK], ttl)
+    for i in range(0, len(calls), _RENEW_CHUNK):
+        lost |= _renew_chunk(calls[i:i + _RENEW_CHUNK], ttl)
     return lost
 
 
 _RENEW_CHUNK = 100  # SQLite caps an expression's depth at 1000
+_TICK_CHUNK = 500  # one id list: SQLite allows 32766 parameters
 
 
-def _renew_chunk(held: list[_Held], ttl_s: float | None) -> set[int]:
-    ttl = settings.AGENTOPS_LEASE_TTL_S if ttl_s is None else ttl_s
+def _renew_ticks(held: list[_Held], ttl: float) -> set[int]:
+    """Renew whole-tick holds by run id and owner (not version): one UPDATE per owner.
+
+    A row locked right now is being committed by its slot: it is skipped (PostgreSQL's
+    SKIP LOCKED, so the keeper never queues behind busy slots) and retried soon, not lost.
+    """
+    until = clock.now() + dt.timedelta(seconds=ttl)
+    lost: set[int] = set()
+    for owner in {h.owner for h in held}:
+        mine = [h for h in held if h.owner == owner]
+        ids = list({h.run.pk for h in mine})
+        renewed = _renew_ids(ids, owner, until)
+        held_still: set = set()
+        if len(renewed) != len(ids):
+            held_still = set(Run.objects.filter(
+                pk__in=[pk for pk in ids if pk not in renewed], lease_owner=owner,
+                status=RunStatus.RUNNING).values_list("pk", flat=True))
+        for h in mine:
+            if h.run.pk in renewed:
+                h.run.lease_expires_at = until
+            elif h.run.pk in held_still:
+                h.retry = True
+            else:
+                lost.add(id(h))
+    return lost
+
+
+_RENEW_SKIP_LOCKED = (
+    "UPDATE runs_run SET lease_expires_at = %s WHERE id IN (SELECT id FROM runs_run "
+    "WHERE id = ANY(%s) AND lease_owner = %s AND status = %s FOR UPDATE SKIP LOCKED) "
+    "RETURNING id")
+
+
+def _renew_ids(ids: list, owner: str, until: dt.datetime) -> set:
+    """Push the leases of ``ids`` still held by ``owner`` to ``until``; return those renewed."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(_RENEW_SKIP_LOCKED, [until, ids, owner, RunStatus.RUNNING.value])
+            return {row[0] for row in cur.fetchall()}
+    kept = Run.objects.filter(pk__in=ids, lease_owner=owner, status=RunStatus.RUNNING)
+    pks = set(kept.values_list("pk", flat=True))
+    kept.update(lease_expires_at=until)
+    return pks
+
+
+def _renew_chunk(held: list[_Held], ttl: float) -> set[int]:
     until = clock.now() + dt.timedelta(seconds=ttl)
     match = Q()
     for h in held:
@@ -164,8 +231,9 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
     beat = heartbeat_for(run, owner, tokens)
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
+    # On a run slot the whole tick is kept (lease_ticked): only tool tokens need this hold.
     key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
-                            due=clock.monotonic() + interval))
+                            due=clock.monotonic() + interval)) if tokens or not on_slot() else 0
     db_release()
     try:
         yield beat
@@ -176,3 +244,27 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
             connection.ensure_connection()
         finally:
             _KEEPER.remove(key)
+
+
+@contextmanager
+def lease_ticked(run: Run, owner: str) -> Iterator[None]:
+    """Keep the lease of a run slot's whole tick renewed by the process's one keeper thread.
+
+    On a saturated host a slot thread can wait seconds between two commits (for the GIL,
+    for a pooled connection); its lease must not expire because the worker is busy. The
+    keeper renews every run a slot holds in one UPDATE per interval, matching the run id,
+    the owner and status running, so the fence is unchanged: a run recovered or claimed by
+    another worker, or cancelled, no longer matches, and the slot's next commit (version
+    checked) raises LeaseLost. A paused process pauses its keeper too, so its leases expire.
+    Off a run slot (in-process ticks, SQLite's one run at a time) this does nothing.
+    """
+    if not on_slot():
+        yield
+        return
+    interval = settings.AGENTOPS_LEASE_TTL_S / 3
+    key = _KEEPER.add(_Held(run=run, owner=owner, tokens=(), interval=interval,
+                            due=clock.monotonic() + interval, whole_tick=True))
+    try:
+        yield
+    finally:
+        _KEEPER.remove(key)

@@ -23,6 +23,7 @@ from runs.engine.runtime import telemetry
 from runs.engine.runtime.attention import attention_fields, block_reason
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.exceptions import run_exceptions_at_end
+from runs.engine.runtime.leases import lease_ticked
 from runs.engine.runtime.model_turn import PLAN_STEP, model_turn
 from runs.engine.runtime.outcomes import block
 from runs.engine.runtime.selfcheck import session_checked
@@ -55,6 +56,11 @@ def _tick(run_id: object, worker: str, slice_s: float | None) -> str:
     if run is None:
         return "not_claimed"
     telemetry.tick_event("claimed by %s (version %d)", worker, run.version)
+    with lease_ticked(run, worker):
+        return _ticked(run, worker, slice_s)
+
+
+def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
     try:
         session = session_open(run, worker)
         if session is None:
