@@ -129,7 +129,8 @@ def saved_query_parse(text: str) -> ListQuery:
     text = (text or "").strip().lstrip("?")
     if not text:
         raise InvalidListQuery("the view has no filters to save")
-    pairs = parse_qsl(text, keep_blank_values=True)
+    # A view is a filter set, not a position: a cursor copied along with the URL is dropped.
+    pairs = [(k, v) for k, v in parse_qsl(text, keep_blank_values=True) if k != "cursor"]
     unknown = sorted({k for k, _ in pairs if k not in KEYS})
     problems = [f"“{k}” is not a run-list filter" for k in unknown]
     if len({k for k, _ in pairs}) != len(pairs):

@@ -1,0 +1,114 @@
+"""A run's full history page (issue 21): every event, paged by seq, filtered by type and by
+text in the payload, each one's raw JSON in a <details> that opens without JavaScript."""
+from __future__ import annotations
+
+import datetime as dt
+import html as htmllib
+import json
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from ledger.keys import redact
+from runs.models import Event, Run
+from tests.console_factories import client_for
+from tests.factories import make_run
+
+pytestmark = pytest.mark.django_db
+T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+
+def _history(run: Run, n: int) -> None:
+    """Append ``n`` events after run.created: tool calls to alternate tools, one secret."""
+    rows = []
+    for i in range(n):
+        seq = i + 2
+        kind = "tool.result" if i % 2 else "tool.started"
+        data = {"tool": "refund" if i % 4 < 2 else "send_email", "n": i,
+                "note": "customer <b>vip</b>" if i == 7 else ""}
+        if i == 9:
+            data["args"] = redact({"pin": "4729-PIN", "order": "A-7"}, ("pin",))
+        rows.append(Event(run=run, seq=seq, type=kind, data=data, tool_call_id=f"tc_{i // 2}",
+                          actor="engine", at=T0 + dt.timedelta(seconds=seq)))
+    Event.objects.bulk_create(rows)
+    Run.objects.filter(pk=run.pk).update(last_seq=n + 1)
+
+
+def _seqs(html: str) -> list[int]:
+    return [int(s) for s in re.findall(r'<tr data-row data-id="(\d+)" id="ev-\d+">', html)]
+
+
+def _next(html: str) -> str:
+    return re.search(r'href="\?([^"]+)" rel="next"', html).group(1).replace("&amp;", "&")
+
+
+def test_every_event_pages_by_seq_oldest_first_or_newest_first(users):
+    run = make_run(goal="Refund order A-7")
+    _history(run, 129)  # 130 events with run.created
+    client = client_for(users["viewer"])
+    url = reverse("console:run_history", args=[run.pk])
+    first = client.get(url).content.decode()
+    assert _seqs(first) == list(range(1, 51))
+    second = client.get(f"{url}?{_next(first)}").content.decode()
+    assert _seqs(second) == list(range(51, 101))
+    third = client.get(f"{url}?{_next(second)}").content.decode()
+    assert _seqs(third) == list(range(101, 131)) and 'rel="next"' not in third
+    newest = client.get(url, {"order": "newest"}).content.decode()
+    assert _seqs(newest) == list(range(130, 80, -1))
+    assert _seqs(client.get(f"{url}?{_next(newest)}").content.decode()) == list(range(80, 30, -1))
+
+
+def test_type_filter_and_text_search_in_the_payload(users):
+    run = make_run(goal="Refund order A-7")
+    _history(run, 40)
+    client = client_for(users["viewer"])
+    url = reverse("console:run_history", args=[run.pk])
+    results = _seqs(client.get(url, {"type": "tool.result"}).content.decode())
+    assert results and all(Event.objects.get(run=run, seq=s).type == "tool.result"
+                           for s in results)
+    assert len(results) == 20
+    found = client.get(url, {"q": "SEND_EMAIL", "type": "tool.started"}).content.decode()
+    assert _seqs(found) == [s for s in range(2, 42) if (s - 2) % 4 == 2]
+    by_call = client.get(url, {"q": "tc_3"}).content.decode()
+    assert _seqs(by_call) == [8, 9]
+    bad = client.get(url, {"type": "tool.exploded"}).content.decode()
+    assert "Ignored: “tool.exploded” is not an event type; showing every type." in bad
+    assert len(_seqs(bad)) == 41
+    assert "No events match." in client.get(url, {"q": "nothing like this"}).content.decode()
+
+
+def test_each_event_opens_to_its_raw_json_as_stored_escaped(users):
+    run = make_run(goal="Refund order A-7")
+    _history(run, 12)
+    client = client_for(users["viewer"])
+    html = client.get(reverse("console:run_history", args=[run.pk])).content.decode()
+    row = re.search(r'<tr data-row data-id="9" id="ev-9">(.*?)</tr>', html, re.S).group(1)
+    raw = re.search(r'<details data-raw><summary class="small">.*?</summary>'
+                    r'<pre class="json">(.*?)</pre></details>', row, re.S).group(1)
+    stored = json.loads(htmllib.unescape(raw))
+    event = Event.objects.get(run=run, seq=9)
+    assert stored == {"seq": 9, "type": "tool.result", "at": event.at.isoformat(),
+                      "actor": "engine", "tool_call_id": "tc_3", "attempt": None, "key": None,
+                      "schema_version": 1, "data": event.data}
+    assert "customer &lt;b&gt;vip&lt;/b&gt;" in row and "<b>vip</b>" not in html
+    # A sensitive argument is shown as the marker it was stored as, never the value.
+    assert "4729-PIN" not in html and "[redacted hmac:" in html
+
+
+def test_the_run_page_links_to_the_history_and_it_costs_few_queries(users):
+    run = make_run(goal="Refund order A-7")
+    _history(run, 3000)
+    client = client_for(users["viewer"])
+    page = client.get(reverse("console:run", args=[run.pk])).content.decode()
+    url = reverse("console:run_history", args=[run.pk])
+    assert f'href="{url}" data-history-link>Full history, searchable →</a>' in page
+    with CaptureQueriesContext(connection) as sql:
+        response = client.get(url, {"q": "refund", "after": "2500"})
+    assert response.status_code == 200
+    assert len(sql.captured_queries) <= 6
+    assert _seqs(response.content.decode())[0] > 2500
+    assert client.get(reverse("console:run_history", args=[
+        "00000000-0000-0000-0000-000000000000"])).status_code == 404
