@@ -146,3 +146,24 @@ def test_dark_theme_follows_the_browser_and_the_toggle_persists(browser, live_se
     assert _background(page) == "rgb(15, 18, 24)"
     shot(page, "lists_dark_queue")
     context.close()
+
+
+def test_saved_views_and_the_theme_toggle_work_without_javascript(browser, live_server):
+    make_role_users()
+    _seed(3, agent="billing-bot")
+    context, page = _login(browser, live_server, "viewer", java_script_enabled=False)
+    page.goto(f"{live_server.url}/?tab=failed&agent=billing-bot")
+    page.fill("input[name=name]", "Billing")
+    page.locator("form.save-view button").click()
+    page.wait_for_url(f"{live_server.url}/?tab=failed&agent=billing-bot")
+    page.goto(f"{live_server.url}/")
+    page.locator('a[data-saved-view="Billing"]').click()
+    page.wait_for_url(f"{live_server.url}/?tab=failed&agent=billing-bot")
+    assert page.locator("table.runs tbody tr[data-row]").count() == 3
+    page.locator("[data-theme-toggle]").click()
+    page.wait_for_url(f"{live_server.url}/?tab=failed&agent=billing-bot")
+    assert page.locator("html").get_attribute("data-theme") == "dark"
+    page.locator('button[aria-label="Delete saved view Billing"]').click()
+    page.wait_for_url(f"{live_server.url}/?tab=failed&agent=billing-bot")
+    assert page.locator("a[data-saved-view]").count() == 0
+    context.close()
