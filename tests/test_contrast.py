@@ -109,7 +109,9 @@ def test_muted_and_body_text_meet_aa_on_every_surface(theme, background):
     ("--accent", "--card"), ("--accent", "--bg"), ("--accent-ink", "--accent"),
     ("--reason-ink", "--card"), ("--reason-ink", "--blocked-bg"), ("--danger", "--card"),
     ("--ok-ink", "--card"), ("--note-ink", "--note-bg"), ("--banner-ink", "--unknown-bg"),
-    ("--muted", "--chip-bg"), ("--ink", "--count-bg"),
+    ("--muted", "--chip-bg"), ("--ink", "--count-bg"), ("--accent", "--chip-bg"),
+    ("--accent", "--hover"), ("--accent", "--focus-bg"), ("--muted", "--focus-bg"),
+    ("--reason-ink", "--focus-bg"), ("--ink", "--msg-bg"),
 ])
 def test_links_reasons_and_messages_meet_aa(theme, ink, background):
     colours = _vars(theme)
