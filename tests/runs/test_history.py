@@ -74,6 +74,9 @@ def test_type_filter_and_text_search_in_the_payload(users):
     assert _seqs(found) == [s for s in range(2, 42) if (s - 2) % 4 == 2]
     by_call = client.get(url, {"q": "tc_3"}).content.decode()
     assert _seqs(by_call) == [8, 9]
+    # Each tool call id links to every event of that call, the other filters kept.
+    assert '<a href="?type=tool.result&amp;q=tc_3" title="Every event of this tool call">' in (
+        client.get(url, {"type": "tool.result"}).content.decode())
     bad = client.get(url, {"type": "tool.exploded"}).content.decode()
     assert "Ignored: “tool.exploded” is not an event type; showing every type." in bad
     assert len(_seqs(bad)) == 41
