@@ -8,10 +8,15 @@ import re
 import pytest
 
 from runs.models import Run
-from tests.console_factories import PASSWORD, make_attention_run, make_role_users, make_user
+from tests.console_factories import (
+    PASSWORD,
+    make_attention_run,
+    make_event_history,
+    make_role_users,
+    make_runs_bulk,
+    make_user,
+)
 from tests.e2e.conftest import shot
-from tests.runs.test_history import _history
-from tests.runs.test_lists import _seed
 from tests.test_contrast import AA, contrast
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
@@ -38,8 +43,8 @@ def _hex(css_rgb: str) -> str:
 def test_filter_page_save_open_and_delete_a_view(browser, live_server):
     make_role_users()
     alice = make_user("alice")
-    _seed(70, created_by=alice)
-    _seed(5, agent="billing-bot", start=100)
+    make_runs_bulk(70, created_by=alice)
+    make_runs_bulk(5, agent="billing-bot", start=100)
     context, page = _login(browser, live_server, "viewer")
     page.locator('a[data-tab="failed"]').click()
     page.wait_for_url(re.compile(r".*tab=failed.*"))
@@ -77,7 +82,7 @@ def test_filter_page_save_open_and_delete_a_view(browser, live_server):
 def test_full_history_search_and_raw_json_with_and_without_javascript(browser, live_server):
     make_role_users()
     run = make_attention_run(goal="Refund order A-7")
-    _history(run, 80)
+    make_event_history(run, 80)
     last = Run.objects.get(pk=run.pk).last_seq
     context, page = _login(browser, live_server, "viewer")
     page.goto(f"{live_server.url}/runs/{run.pk}/")
@@ -150,7 +155,7 @@ def test_dark_theme_follows_the_browser_and_the_toggle_persists(browser, live_se
 
 def test_saved_views_and_the_theme_toggle_work_without_javascript(browser, live_server):
     make_role_users()
-    _seed(3, agent="billing-bot")
+    make_runs_bulk(3, agent="billing-bot")
     context, page = _login(browser, live_server, "viewer", java_script_enabled=False)
     page.goto(f"{live_server.url}/?tab=failed&agent=billing-bot")
     page.fill("input[name=name]", "Billing")

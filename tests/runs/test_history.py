@@ -2,7 +2,6 @@
 text in the payload, each one's raw JSON in a <details> that opens without JavaScript."""
 from __future__ import annotations
 
-import datetime as dt
 import html as htmllib
 import json
 import re
@@ -12,29 +11,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from ledger.keys import redact
-from runs.models import Event, Run
-from tests.console_factories import client_for
+from runs.models import Event
+from tests.console_factories import client_for, make_event_history
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
-T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
-
-
-def _history(run: Run, n: int) -> None:
-    """Append ``n`` events after run.created: tool calls to alternate tools, one secret."""
-    rows = []
-    for i in range(n):
-        seq = i + 2
-        kind = "tool.result" if i % 2 else "tool.started"
-        data = {"tool": "refund" if i % 4 < 2 else "send_email", "n": i,
-                "note": "customer <b>vip</b>" if i == 7 else ""}
-        if i == 9:
-            data["args"] = redact({"pin": "4729-PIN", "order": "A-7"}, ("pin",))
-        rows.append(Event(run=run, seq=seq, type=kind, data=data, tool_call_id=f"tc_{i // 2}",
-                          actor="engine", at=T0 + dt.timedelta(seconds=seq)))
-    Event.objects.bulk_create(rows)
-    Run.objects.filter(pk=run.pk).update(last_seq=n + 1)
 
 
 def _seqs(html: str) -> list[int]:
@@ -47,7 +28,7 @@ def _next(html: str) -> str:
 
 def test_every_event_pages_by_seq_oldest_first_or_newest_first(users):
     run = make_run(goal="Refund order A-7")
-    _history(run, 129)  # 130 events with run.created
+    make_event_history(run, 129)  # 130 events with run.created
     client = client_for(users["viewer"])
     url = reverse("console:run_history", args=[run.pk])
     first = client.get(url).content.decode()
@@ -63,7 +44,7 @@ def test_every_event_pages_by_seq_oldest_first_or_newest_first(users):
 
 def test_type_filter_and_text_search_in_the_payload(users):
     run = make_run(goal="Refund order A-7")
-    _history(run, 40)
+    make_event_history(run, 40)
     client = client_for(users["viewer"])
     url = reverse("console:run_history", args=[run.pk])
     results = _seqs(client.get(url, {"type": "tool.result"}).content.decode())
@@ -85,7 +66,7 @@ def test_type_filter_and_text_search_in_the_payload(users):
 
 def test_each_event_opens_to_its_raw_json_as_stored_escaped(users):
     run = make_run(goal="Refund order A-7")
-    _history(run, 12)
+    make_event_history(run, 12)
     client = client_for(users["viewer"])
     html = client.get(reverse("console:run_history", args=[run.pk])).content.decode()
     row = re.search(r'<tr data-row data-id="9" id="ev-9">(.*?)</tr>', html, re.S).group(1)
@@ -103,7 +84,7 @@ def test_each_event_opens_to_its_raw_json_as_stored_escaped(users):
 
 def test_the_run_page_links_to_the_history_and_it_costs_few_queries(users):
     run = make_run(goal="Refund order A-7")
-    _history(run, 3000)
+    make_event_history(run, 3000)
     client = client_for(users["viewer"])
     page = client.get(reverse("console:run", args=[run.pk])).content.decode()
     url = reverse("console:run_history", args=[run.pk])

@@ -17,24 +17,9 @@ from runs.errors import InvalidListQuery, SavedViewNameTaken
 from runs.list_filters import list_query_parse
 from runs.models import Run, SavedView
 from runs.services_saved_views import saved_view_create
-from tests.console_factories import client_for, make_user
+from tests.console_factories import RUNS_T0, client_for, make_runs_bulk, make_user
 
 pytestmark = pytest.mark.django_db
-T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-
-
-def _seed(n: int, *, status: str = "failed", agent: str = "support-bot", start: int = 0,
-          created_by=None, step: dt.timedelta = dt.timedelta(minutes=1)) -> list[Run]:
-    """Insert ``n`` runs in one statement, each a minute newer than the one before."""
-    runs = [Run(agent_name=agent, agent_version="1", goal=f"{status} run {start + i}",
-                status=status, created_by=created_by,
-                wait_kind="approval" if status == "waiting" else "")
-            for i in range(n)]
-    Run.objects.bulk_create(runs)
-    for i, run in enumerate(runs):
-        run.updated_at = T0 + (start + i) * step
-    Run.objects.bulk_update(runs, ["updated_at"])
-    return runs
 
 
 def _rows(html: str) -> list[str]:
@@ -50,7 +35,7 @@ def _next(html: str) -> str | None:
                                  "all"])
 def test_every_tab_pages_by_cursor_and_stays_put_while_runs_are_inserted(users, tab):
     status = {"exceptions": "completed_with_exceptions", "all": "failed"}.get(tab, tab)
-    seeded = _seed(120, status=status)
+    seeded = make_runs_bulk(120, status=status)
     newest_first = [str(r.pk) for r in sorted(seeded, key=lambda r: r.updated_at,
                                               reverse=tab != "blocked")]
     client = client_for(users["viewer"])
@@ -60,8 +45,8 @@ def test_every_tab_pages_by_cursor_and_stays_put_while_runs_are_inserted(users, 
     seen = _rows(first)
     assert seen == newest_first[:50]
     # New runs arrive between two page loads: the next page is still the next 50.
-    _seed(7, status=status, start=500)
-    _seed(3, status=status, start=-500)
+    make_runs_bulk(7, status=status, start=500)
+    make_runs_bulk(3, status=status, start=-500)
     query = _next(first)
     while query:
         html = client.get(f"{reverse('console:queue')}?{query}").content.decode()
@@ -75,14 +60,14 @@ def test_every_tab_pages_by_cursor_and_stays_put_while_runs_are_inserted(users, 
 
 def test_filters_travel_in_the_url_and_narrow_the_list(users):
     alice = make_user("alice")
-    _seed(3, agent="billing-bot", created_by=alice, start=0)
-    _seed(2, agent="billing-bot", start=10)
-    _seed(4, agent="support-bot", created_by=alice, start=20, step=dt.timedelta(days=1))
+    make_runs_bulk(3, agent="billing-bot", created_by=alice, start=0)
+    make_runs_bulk(2, agent="billing-bot", start=10)
+    make_runs_bulk(4, agent="support-bot", created_by=alice, start=20, step=dt.timedelta(days=1))
     client = client_for(users["viewer"])
     url = reverse("console:queue")
     html = client.get(url, {"tab": "failed", "owner": "alice", "agent": "billing-bot"})
     assert len(_rows(html.content.decode())) == 3
-    since = (T0 + dt.timedelta(days=22)).strftime("%Y-%m-%d")
+    since = (RUNS_T0 + dt.timedelta(days=22)).strftime("%Y-%m-%d")
     html = client.get(url, {"tab": "failed", "owner": "alice", "since": since}).content.decode()
     assert len(_rows(html)) == 2  # the runs updated on day 22 and 23
     # Every tab link and the form carry the filters.
@@ -91,7 +76,7 @@ def test_filters_travel_in_the_url_and_narrow_the_list(users):
 
 
 def test_a_bad_filter_is_named_and_ignored(users):
-    _seed(2)
+    make_runs_bulk(2)
     client = client_for(users["viewer"])
     html = client.get(reverse("console:queue"), {
         "tab": "failed", "since": "yesterday", "age": "3y", "reason": "gremlins",
@@ -109,8 +94,8 @@ def test_a_bad_filter_is_named_and_ignored(users):
 
 def test_bulk_all_matching_honours_the_same_filters_as_the_list(users):
     alice = make_user("alice")
-    _seed(3, created_by=alice, status="blocked")
-    _seed(5, status="blocked", start=10)
+    make_runs_bulk(3, created_by=alice, status="blocked")
+    make_runs_bulk(5, status="blocked", start=10)
     client = client_for(users["operator"])
     html = client.get(reverse("console:bulk"), {"tab": "blocked", "owner": "alice", "all": "1"})
     assert html.status_code == 200
@@ -130,12 +115,12 @@ def test_a_page_costs_the_same_queries_at_thousands_of_runs(users):
     owner = make_user("alice")
     client = client_for(users["viewer"])
     saved_view_create(user=users["viewer"], name="Mine", query="tab=failed&owner=alice")
-    _seed(30, created_by=owner)
+    make_runs_bulk(30, created_by=owner)
     params = [{"tab": "failed"}, {"tab": "blocked"}, {"tab": "all", "owner": "alice"},
               {"tab": "failed", "view": "groups"}]
     small = [_queries_for(client, p) for p in params]
     for status in ("failed", "succeeded", "blocked", "waiting", "cancelled"):
-        _seed(800, status=status, created_by=owner, start=1000)
+        make_runs_bulk(800, status=status, created_by=owner, start=1000)
     assert Run.objects.count() > 4000
     large = [_queries_for(client, p) for p in params]
     assert large == small, (small, large)
@@ -154,7 +139,7 @@ def parse_qs_flat(query: str) -> dict[str, str]:
 
 def test_a_user_saves_sees_opens_and_deletes_a_view(users):
     viewer, other = users["viewer"], users["operator"]
-    _seed(2, agent="billing-bot")
+    make_runs_bulk(2, agent="billing-bot")
     client = client_for(viewer)
     response = client.post(reverse("console:saved_view_save"), {
         "name": "  Billing   failures ", "query": "?agent=billing-bot&tab=failed&cursor=x_y"})
@@ -210,7 +195,7 @@ def test_the_parser_keeps_every_filter_and_the_canonical_string_round_trips():
 
 
 def test_the_cursor_is_a_keyset_position_not_an_offset():
-    runs = _seed(3)
+    runs = make_runs_bulk(3)
     stamp = runs[1].updated_at.isoformat()
     assert list_query_parse({"cursor": f"{stamp}_{runs[1].pk}"}).cursor
     assert list_query_parse({"cursor": f"{stamp}_{uuid.uuid4()}x"}).errors
