@@ -116,3 +116,27 @@ def test_muted_and_body_text_meet_aa_on_every_surface(theme, background):
 def test_links_reasons_and_messages_meet_aa(theme, ink, background):
     colours = _vars(theme)
     assert contrast(colours[ink], colours[background]) >= AA, (ink, background)
+
+
+# Always dark whatever the theme (the top bar), or not text (the timeline's bar fills).
+THEME_INDEPENDENT = re.compile(r"^(\.topbar|\.brand|\.mainnav|\.who|\.role|\.linklike|"
+                               r"\.live-dot|\.tl-)")
+
+
+def test_no_literal_colour_is_left_for_the_dark_theme_to_miss():
+    """A rule whose final colour is a literal stays light on a dark page: use a token."""
+    final: dict[tuple[str, str], str] = {}
+    for selectors, body in re.findall(r"([^{}]*)\{([^{}]*)\}", CSS):
+        for prop in ("background", "color", "border-color", "fill"):
+            found = re.search(rf"(?<![-\w]){prop}:\s*([^;]+);", body)
+            for selector in (s.strip() for s in selectors.split(",") if found):
+                final[(selector, prop)] = found.group(1).strip()
+    literal = {key: value for key, value in final.items()
+               if re.fullmatch(_HEX, value) and not THEME_INDEPENDENT.match(key[0])}
+    assert literal == {}
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_the_key_hint_on_a_primary_button_is_readable(theme):
+    colours = _vars(theme)
+    assert contrast(colours["--primary-kbd"], colours["--accent"]) >= AA
