@@ -6,8 +6,13 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
+from agentops.theme import NEXT, theme_of
+
 
 def console(request: HttpRequest) -> dict[str, Any]:
-    """Return the polling trigger prefix ("every 5s, " or "" when polling is off)."""
+    """Return the polling trigger prefix ("every 5s, " or "" when polling is off) and the
+    colour theme the user chose with the toggle."""
     every = settings.AGENTOPS_CONSOLE_POLL_S
-    return {"poll_every": f"every {every:g}s, " if every > 0 else ""}
+    theme = theme_of(request)
+    return {"poll_every": f"every {every:g}s, " if every > 0 else "",
+            "theme": theme, "theme_next": NEXT[theme]}

@@ -48,3 +48,21 @@ class UnknownEventType(InvalidInput, RunError):
     """An event type that runs.event_types does not declare; nothing was written."""
 
     code = "unknown_event_type"
+
+
+class InvalidListQuery(InvalidInput, RunError):
+    """A run-list query string holds a filter that does not exist or a value it cannot take."""
+
+    code = "invalid_list_query"
+
+
+class SavedViewNotFound(NotFound, RunError):
+    """No saved view with that id belongs to this user."""
+
+    code = "saved_view_not_found"
+
+
+class SavedViewNameTaken(Conflict, RunError):
+    """The user already has a saved view with that name; nothing was saved."""
+
+    code = "saved_view_name_taken"

@@ -19,6 +19,7 @@ from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
 from runs.errors import RunNotFound
+from runs.list_filters import AGES, TABS, QueueFilters, cursor_parse, since_parse
 from runs.models import Event, ModelPrice, Run, Snapshot, Step
 from runs.statuses import ATTENTION, RunStatus, WaitKind
 from ledger.models import ToolLimit
@@ -31,34 +32,14 @@ from runs.live import action_phrase
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
-TABS = ("waiting", "blocked", "unknown", "approvals", "running", "succeeded", "exceptions",
-        "failed", "cancelled", "all")
 # Tabs of finished runs: one per terminal status (runs/statuses.py TERMINAL).
 FINISHED_TABS = {"succeeded": RunStatus.SUCCEEDED,
                  "exceptions": RunStatus.COMPLETED_WITH_EXCEPTIONS,
                  "failed": RunStatus.FAILED, "cancelled": RunStatus.CANCELLED}
 # A run id prefix as the table shows it (8 hex digits), or longer, dashes allowed.
 _ID_PREFIX = re.compile(r"^[0-9a-fA-F][0-9a-fA-F-]{3,35}$")
-AGES = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1),
-        "1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7)}
 # Attention tabs show the longest-stuck first (most urgent); activity tabs the newest first.
 _OLDEST_FIRST = frozenset({"waiting", "blocked", "unknown", "approvals"})
-
-
-@dataclass
-class QueueFilters:
-    """The queue filters a URL carries (all optional)."""
-
-    agent: str = ""
-    reason: str = ""
-    tool: str = ""
-    age: str = ""
-    q: str = ""
-    sig: str = ""
-
-    def as_params(self) -> dict[str, str]:
-        """Return the non-empty filters as GET parameters."""
-        return {k: v for k, v in vars(self).items() if v}
 
 
 @dataclass
@@ -94,6 +75,11 @@ def run_filter(*, tab: str, filters: QueueFilters) -> QuerySet[Run]:
         qs = qs.filter(attention_signature=filters.sig)
     if filters.age in AGES:
         qs = qs.filter(updated_at__lte=clock.now() - AGES[filters.age])
+    if filters.owner:
+        qs = qs.filter(created_by__username=filters.owner)
+    since = since_parse(filters.since)
+    if since:
+        qs = qs.filter(updated_at__gte=since)
     if filters.tool:
         calls = ToolCall.objects.filter(tool_call_id=OuterRef("current_tool_call"),
                                         tool=filters.tool)
@@ -125,20 +111,12 @@ def _encode_cursor(run: Run) -> str:
     return f"{run.updated_at.isoformat()}_{run.pk}"
 
 
-def _decode_cursor(cursor: str) -> tuple[dt.datetime, str] | None:
-    stamp, _, pk = (cursor or "").partition("_")
-    try:
-        return dt.datetime.fromisoformat(stamp), pk
-    except ValueError:
-        return None
-
-
 def run_list_attention(*, tab: str, filters: QueueFilters, cursor: str = "",
                        limit: int = PAGE_SIZE) -> Page:
     """Return one keyset page of the queue ``tab`` with each row's current tool name."""
     qs = run_filter(tab=tab, filters=filters)
     oldest_first = tab in _OLDEST_FIRST
-    decoded = _decode_cursor(cursor) if cursor else None
+    decoded = cursor_parse(cursor) if cursor else None
     if decoded:
         stamp, pk = decoded
         op = "gt" if oldest_first else "lt"

@@ -2,14 +2,18 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs.views import actions, admin_pages, detail, inbox, queue, world
+from runs.views import actions, admin_pages, detail, history, inbox, lists, queue, world
 
 app_name = "console"
 urlpatterns = [
     path("", queue.queue, name="queue"),
     path("bulk/", queue.bulk, name="bulk"),
+    path("views/", lists.saved_view_save, name="saved_view_save"),
+    path("views/<int:view_id>/delete/", lists.saved_view_remove, name="saved_view_remove"),
+    path("theme/", lists.theme_set, name="theme"),
     path("runs/<uuid:run_id>/", detail.run_page, name="run"),
     path("runs/<uuid:run_id>/events/", detail.run_events, name="run_events"),
+    path("runs/<uuid:run_id>/history/", history.run_history, name="run_history"),
     path("runs/<uuid:run_id>/ledger/", detail.run_ledger, name="run_ledger"),
     path("runs/<uuid:run_id>/context/", actions.run_context, name="run_context"),
     path("runs/<uuid:run_id>/fork/", actions.run_fork, name="run_fork"),

@@ -10,12 +10,15 @@ from django.contrib.auth.models import Group, User
 from agentops import clock
 from approvals.models import Approval, Intervention
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
+from ledger.keys import redact
 from ledger.models import ToolCall
-from runs.models import Run, Step
+from runs.models import Event, Run, Step
 from runs.statuses import RunStatus
 from tests.factories import make_run
 
 PASSWORD = "pw-for-tests-1"
+RUNS_T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+EVENTS_T0 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 ROLE_USERS = {"viewer": VIEWER, "operator": OPERATOR, "support": SUPPORT, "admin": ADMIN}
 
 
@@ -103,3 +106,36 @@ def client_for(user):
     client = Client()
     client.force_login(user)
     return client
+
+
+def make_runs_bulk(n: int, *, status: str = "failed", agent: str = "support-bot",
+                   start: int = 0, created_by: User | None = None,
+                   step: dt.timedelta = dt.timedelta(minutes=1)) -> list[Run]:
+    """Insert ``n`` runs in one statement, run i changed at RUNS_T0 + (start + i) * step."""
+    runs = [Run(agent_name=agent, agent_version="1", goal=f"{status} run {start + i}",
+                status=status, created_by=created_by,
+                wait_kind="approval" if status == "waiting" else "")
+            for i in range(n)]
+    Run.objects.bulk_create(runs)
+    for i, run in enumerate(runs):
+        run.updated_at = RUNS_T0 + (start + i) * step
+    Run.objects.bulk_update(runs, ["updated_at"])
+    return runs
+
+
+def make_event_history(run: Run, n: int) -> None:
+    """Append ``n`` events after run.created: tool.started/tool.result pairs of tool calls
+    tc_0, tc_1, … to refund and send_email in turn, one with HTML in it, one with a
+    sensitive argument stored as its redaction marker (as the engine stores it)."""
+    rows = []
+    for i in range(n):
+        seq = i + 2
+        kind = "tool.result" if i % 2 else "tool.started"
+        data = {"tool": "refund" if i % 4 < 2 else "send_email", "n": i,
+                "note": "customer <b>vip</b>" if i == 7 else ""}
+        if i == 9:
+            data["args"] = redact({"pin": "4729-PIN", "order": "A-7"}, ("pin",))
+        rows.append(Event(run=run, seq=seq, type=kind, data=data, tool_call_id=f"tc_{i // 2}",
+                          actor="engine", at=EVENTS_T0 + dt.timedelta(seconds=seq)))
+    Event.objects.bulk_create(rows)
+    Run.objects.filter(pk=run.pk).update(last_seq=n + 1)

@@ -107,7 +107,8 @@ def _api_answers(client: ApiClient, run: Run) -> list[str]:
 def _pages(client: Client, run: Run) -> list[str]:
     base = f"/runs/{run.pk}/"
     paths = ["/", "/?tab=blocked", "/?tab=approvals", base, f"{base}events/", f"{base}ledger/",
-             f"{base}context/", "/approvals/", "/audit/", "/settings/"]
+             f"{base}context/", "/approvals/", "/audit/", "/settings/",
+             f"{base}history/", f"{base}history/?order=newest&q=redacted"]
     pages = []
     for path in paths:
         response = client.get(path)

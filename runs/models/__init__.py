@@ -2,9 +2,10 @@
 from runs.models.budget import BudgetPolicy, ModelPrice
 from runs.models.event import Event
 from runs.models.run import Run
+from runs.models.saved_view import SavedView
 from runs.models.signal import Signal
 from runs.models.snapshot import Snapshot
 from runs.models.step import Step
 from runs.models.worker import WorkerHeartbeat
 
-__all__ = ["BudgetPolicy", "ModelPrice", "Event", "Run", "Signal", "Snapshot", "Step", "WorkerHeartbeat"]
+__all__ = ["BudgetPolicy", "ModelPrice", "Event", "Run", "SavedView", "Signal", "Snapshot", "Step", "WorkerHeartbeat"]

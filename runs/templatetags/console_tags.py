@@ -148,3 +148,9 @@ def label(value: str | None, kind: str = "run") -> str:
     table = _label_tables().get(kind or "run", {})
     return table.get(text) or words(text)
 
+
+
+@register.filter
+def absolute_utc(value: dt.datetime | None) -> str:
+    """Return ``value`` as an absolute UTC time (``absolute``), empty for None."""
+    return absolute(value) if value else ""

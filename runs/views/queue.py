@@ -8,6 +8,8 @@ from approvals.actions import BULK_ACTIONS
 from approvals.bulk import bulk_preview
 from approvals.roles import can_operate
 from runs import selectors as sel
+from runs.list_filters import list_query_parse
+from runs.selectors_lists import saved_view_list
 from runs.statuses import REASON_LABELS
 from runs.views import _dispatch
 from runs.views._common import page, role_required
@@ -18,34 +20,24 @@ TAB_LABELS = {"waiting": "Waiting", "blocked": "Blocked", "unknown": "Unknown",
               "cancelled": "Cancelled", "all": "All"}
 
 
-def _filters(request: HttpRequest) -> sel.QueueFilters:
-    get = request.GET
-    return sel.QueueFilters(**{k: get.get(k, "").strip()[:200] for k in
-                               ("agent", "reason", "tool", "age", "q", "sig")})
-
-
-def _tab(request: HttpRequest) -> str:
-    tab = request.GET.get("tab", "blocked")
-    return tab if tab in sel.TABS else "blocked"
-
-
 @require_GET
 @role_required()
 def queue(request: HttpRequest) -> HttpResponse:
-    """Show one tab of runs needing attention, or the same runs grouped by failure signature."""
-    tab, filters = _tab(request), _filters(request)
-    grouped = request.GET.get("view") == "groups"
+    """Show one tab of runs (a keyset page), or the same runs grouped by failure signature."""
+    query = list_query_parse(request.GET)
+    tab, filters, grouped = query.tab, query.filters, query.grouped
     context = {
         "tab": tab, "tabs": TAB_LABELS, "filters": filters, "grouped": grouped,
         "counts": sel.run_counts_by_tab(), "agents": sel.run_agent_names(),
         "reasons": list(REASON_LABELS.items()), "ages": list(sel.AGES),
-        "filter_params": filters.as_params(),
+        "filter_params": filters.as_params(), "query_errors": query.errors,
+        "saved_views": saved_view_list(user=request.user),
+        "view_query": query.as_query_string(), "cursor": query.cursor,
     }
     if grouped:
         context["groups"] = sel.run_groups_by_signature(filters=filters)
     else:
-        context["page"] = sel.run_list_attention(
-            tab=tab, filters=filters, cursor=request.GET.get("cursor", ""))
+        context["page"] = sel.run_list_attention(tab=tab, filters=filters, cursor=query.cursor)
     return page(request, "runs/queue.html", context, partial="results")
 
 
@@ -55,9 +47,9 @@ def bulk(request: HttpRequest) -> HttpResponse:
     """Show the runs a bulk action would touch and what it does to each (GET); apply it with
     a reason (POST) and show each run's result."""
     data = request.POST if request.method == "POST" else request.GET
-    tab = data.get("tab", "blocked") if data.get("tab") in sel.TABS else "blocked"
-    filters = sel.QueueFilters(**{k: data.get(k, "").strip()[:200] for k in
-                                  ("agent", "reason", "tool", "age", "q", "sig")})
+    # The queue's own parser: a filter the list applied is never dropped from "all matching".
+    query = list_query_parse(data)
+    tab, filters = query.tab, query.filters
     all_matching = data.get("all") == "1"
     ids = [i for i in data.getlist("run") if sel.parse_run_id(i)][:1000]
     qs = sel.run_filter(tab=tab, filters=filters)
@@ -69,8 +61,8 @@ def bulk(request: HttpRequest) -> HttpResponse:
                "actions": list(BULK_ACTIONS.values()), "verb": verb, "action": action,
                "confirm_rule": action.confirmation(None) if action else None,
                "bulk_reason": data.get("bulk_reason", ""), "filter_params": filters.as_params(),
-               "errors": [], "results": None}
-    if request.method == "POST":
+               "errors": list(query.errors), "results": None}
+    if request.method == "POST" and not query.errors:
         context.update(_bulk_apply(request, context, qs))
     if context["results"] is None:
         context["lines"] = bulk_preview(verb=verb, actor=request.user,

@@ -1,0 +1,55 @@
+"""Read side of the list pages: a user's saved views and a run's full, searchable history."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
+
+from runs.errors import RunNotFound
+from runs.models import Event, Run, SavedView
+from runs.selectors import PAGE_SIZE, Page
+
+
+def run_get(*, run_id: Any) -> Run:
+    """Return the run ``run_id`` alone (no steps, no ledger); RunNotFound when there is none."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    return run
+
+
+def saved_view_list(*, user: Any) -> list[SavedView]:
+    """Return ``user``'s saved views by name."""
+    return list(SavedView.objects.filter(user=user).order_by("name")[:100])
+
+
+def event_history(*, run_id: Any, type: str = "", text: str = "", after_seq: int | None = None,
+                  newest_first: bool = False, limit: int = PAGE_SIZE) -> Page:
+    """Return one keyset page (by seq) of every event of a run, filtered by type and text.
+
+    ``text`` matches the stored payload (as JSON text, already redacted), the tool call id
+    or the actor, case-insensitively; the scan stays inside the one run's events.
+    """
+    qs = Event.objects.filter(run_id=run_id)
+    if type:
+        qs = qs.filter(type=type)
+    if text:
+        qs = qs.annotate(data_text=Cast("data", TextField())).filter(
+            Q(data_text__icontains=text) | Q(tool_call_id__icontains=text)
+            | Q(actor__icontains=text))
+    if after_seq is not None:
+        qs = qs.filter(seq__lt=after_seq) if newest_first else qs.filter(seq__gt=after_seq)
+    rows = list(qs.order_by("-seq" if newest_first else "seq")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    for row in rows:
+        row.raw = _raw(row)
+    return Page(rows=rows, next_cursor=str(rows[-1].seq) if more and rows else None)
+
+
+def _raw(event: Event) -> dict[str, Any]:
+    """Return the event as stored, every column, for the raw JSON view."""
+    return {"seq": event.seq, "type": event.type, "at": event.at.isoformat(),
+            "actor": event.actor, "tool_call_id": event.tool_call_id, "attempt": event.attempt,
+            "key": event.key, "schema_version": event.schema_version, "data": event.data}
