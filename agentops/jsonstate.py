@@ -32,22 +32,7 @@ def check_json(value: Any, path: str = "$") -> None:
 
     Strings with NUL characters are refused too: PostgreSQL's jsonb cannot store them.
     """
-    if type(value) is dict:  # the common shape first, by exact types (walked on every unit)
-        for k, v in value.items():
-            if type(k) is not str or unstorable(k):
-                break  # the general walk below names the path (or accepts a str subclass)
-            kind = type(v)
-            if kind in _PLAIN or (kind is str and not unstorable(v)):
-                continue
-            check_json(v, f"{path}.{k}")
-        else:
-            return
-    elif type(value) is list:
-        for i, v in enumerate(value):
-            kind = type(v)
-            if kind in _PLAIN or (kind is str and not unstorable(v)):
-                continue
-            check_json(v, f"{path}[{i}]")
+    if _checked_fast(value, path):
         return
     if isinstance(value, str):
         why = unstorable(value)
@@ -74,6 +59,25 @@ def check_json(value: Any, path: str = "$") -> None:
             check_json(v, f"{path}[{i}]")
         return
     raise NotJSONSerializable(path, type(value).__name__)
+
+
+def _checked_fast(value: Any, path: str) -> bool:
+    """Check a plain dict or list by exact types (walked on every unit); False: walk generally."""
+    if type(value) is dict:
+        for k, v in value.items():
+            if type(k) is not str or unstorable(k):
+                return False  # the general walk names the path (or accepts a str subclass)
+            kind = type(v)
+            if not (kind in _PLAIN or (kind is str and not unstorable(v))):
+                check_json(v, f"{path}.{k}")
+        return True
+    if type(value) is list:
+        for i, v in enumerate(value):
+            kind = type(v)
+            if not (kind in _PLAIN or (kind is str and not unstorable(v))):
+                check_json(v, f"{path}[{i}]")
+        return True
+    return False
 
 
 def unstorable(text: str) -> str:

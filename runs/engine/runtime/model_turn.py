@@ -49,16 +49,7 @@ _PLAN_TOOL = {
 def model_turn(session: RunSession, step: str) -> None:
     """Do one model turn of ``step`` (request, call, record; run inline reads)."""
     s = session.state
-    why = budget_exhausted(session.run, s["usage"])
-    if why:
-        block(session, "budget", f"budget exhausted: {why}")
-        return
-    if step != PLAN_STEP and _turns_used(s, step) >= session.agent.max_turns_per_step:
-        block(session, "turn_limit", f"step {step} used its {session.agent.max_turns_per_step} "
-              "model turns (Agent.max_turns_per_step) without finishing")
-        return
-    if s["guards"]["no_progress"] >= STALL_ROUNDS:
-        block(session, "stall", f"{s['guards']['no_progress']} rounds without progress")
+    if _turn_refused(session, step):
         return
     if not _requested(s):
         session.commit([NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
@@ -165,6 +156,33 @@ def _model_failed(session: RunSession, step: str, err: ModelError) -> None:
     block(session, err.category, f"model call failed: {err.category}", events=[event])
 
 
+def _replied_data(session: RunSession, step: str, reply: ModelReply, usage: dict[str, int],
+                  planned: list[Any], hashes: list[str]) -> dict[str, Any]:
+    """Return the ``model.replied`` event's data for a reply asking for tool calls."""
+    s = session.state
+    return {"step": step, "turn": s["turn"], "text": reply.text or "", "usage": usage,
+            "finish_reason": reply.finish_reason, "call_hashes": [h for h in hashes if h],
+            "no_progress": _no_progress(s),
+            "calls": [p.event_json() for p in planned], **_repaired(reply)}
+
+
+def _turn_refused(session: RunSession, step: str) -> bool:
+    """Block the run and return True when its budget, turn limit or stall guard says stop."""
+    s = session.state
+    why = budget_exhausted(session.run, s["usage"])
+    if why:
+        block(session, "budget", f"budget exhausted: {why}")
+        return True
+    if step != PLAN_STEP and _turns_used(s, step) >= session.agent.max_turns_per_step:
+        block(session, "turn_limit", f"step {step} used its {session.agent.max_turns_per_step} "
+              "model turns (Agent.max_turns_per_step) without finishing")
+        return True
+    if s["guards"]["no_progress"] >= STALL_ROUNDS:
+        block(session, "stall", f"{s['guards']['no_progress']} rounds without progress")
+        return True
+    return False
+
+
 def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     s = session.state
     turn = s["turn"]
@@ -196,10 +214,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     hashes = [args_hash({"tool": p.name, "args": p.args}) if not p.error else ""
               for p in planned]
     looping = loop_evidence(s["guards"]["recent_calls"], [h for h in hashes if h])
-    data = {"step": step, "turn": turn, "text": reply.text or "", "usage": usage,
-            "finish_reason": reply.finish_reason, "call_hashes": [h for h in hashes if h],
-            "no_progress": _no_progress(s),
-            "calls": [p.event_json() for p in planned], **_repaired(reply)}
+    data = _replied_data(session, step, reply, usage, planned, hashes)
     if looping:
         names = sorted({p.name for p, h in zip(planned, hashes) if h in looping})
         block(session, "loop", f"the same call was asked for {LOOP_REPEATS} times with the same "

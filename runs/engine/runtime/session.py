@@ -84,18 +84,10 @@ class RunSession:
             self.client = self.agent.model_client()
         return self.client
 
-    def commit(
-        self,
-        events: Sequence[NewEvent],
-        *,
-        to: str | None = None,
-        reason: str = "",
-        detail: str = "",
-        fields: dict[str, Any] | None = None,
-        also: Sequence[Callable[[], Any]] = (),
-        milestone: str = "",
-        fence: bool = False,
-    ) -> None:
+    def commit(self, events: Sequence[NewEvent], *, to: str | None = None, reason: str = "",
+               detail: str = "", fields: dict[str, Any] | None = None,
+               also: Sequence[Callable[[], Any]] = (), milestone: str = "",
+               fence: bool = False) -> None:
         """Apply ``events`` to the state and commit them (and a status change) as one unit.
 
         ``fence``: this unit opens side effects. It commits only while this worker still
@@ -115,11 +107,7 @@ class RunSession:
         values = {**self.projection(), **(fields or {})}
         if to is None or to == RunStatus.RUNNING:
             values.update(self._lease_renewal(force=fence))
-        extra = list(also)
-        extra.extend(step_rows_writers(self.run.pk, written, self.state, before))
-        phase = milestone or ("rest" if to in _REST else "")
-        if self._snapshot_due(phase):
-            extra.append(self._snapshot(phase or "periodic"))
+        extra = self._writers(written, before, also, milestone or ("rest" if to in _REST else ""))
         if to is None:
             event_append(run=self.run, events=written, expected_version=self.run.version,
                          fields=values, also=extra, touch=False, secrets=self.secrets,
@@ -132,6 +120,14 @@ class RunSession:
                 self.stopped = True
                 self.outcome = to
         telemetry.events_committed(self, written)
+
+    def _writers(self, written: list[NewEvent], before: dict[str, str],
+                 also: Sequence[Callable[[], Any]], phase: str) -> list[Callable[[], Any]]:
+        """Return the unit's extra writers: ``also``, the Step rows, and a snapshot when due."""
+        extra = [*also, *step_rows_writers(self.run.pk, written, self.state, before)]
+        if self._snapshot_due(phase):
+            extra.append(self._snapshot(phase or "periodic"))
+        return extra
 
     def defer(self, events: Sequence[NewEvent]) -> None:
         """Apply ``events`` to the state now and write them first in the next unit.

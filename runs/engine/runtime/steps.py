@@ -44,6 +44,17 @@ def _touched(events: Sequence[NewEvent]) -> set[str]:
             and not str(e.data.get("step", "_")).startswith("_")}
 
 
+def _step_fields(fields: dict[str, Any], e: NewEvent, st: dict[str, Any], now: Any) -> None:
+    """Add to ``fields`` the Step columns event ``e`` sets (``st``: the step's state after)."""
+    fields["retry_count"] = st.get("retries", 0)
+    if e.type == EventType.STEP_STARTED:
+        fields["started_at"] = now
+    if e.type in (EventType.STEP_COMPLETED, EventType.STEP_SKIPPED):
+        fields.update(finished_at=now, output=st.get("output"), error_class="")
+    if e.type == EventType.STEP_FAILED:
+        fields.update(error_class=e.data.get("error_class", ""), finished_at=now)
+
+
 def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, Any],
                       before: dict[str, str] | None = None) -> list[Callable[[], Any]]:
     """Return the writers updating the Step rows these events touch (none when none do).
@@ -59,16 +70,9 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
         key = e.data.get("step") if e.type.startswith("step.") else None
         if key is None or key.startswith("_") or e.type in _NOT_A_STATUS:
             continue
-        st = state["steps"].get(key, {})
         fields = changes.setdefault(key, {})
         current[key] = fields["status"] = step_move(key, current.get(key, StepStatus.PENDING), e)
-        fields["retry_count"] = st.get("retries", 0)
-        if e.type == EventType.STEP_STARTED:
-            fields["started_at"] = now
-        if e.type in (EventType.STEP_COMPLETED, EventType.STEP_SKIPPED):
-            fields.update(finished_at=now, output=st.get("output"), error_class="")
-        if e.type == EventType.STEP_FAILED:
-            fields.update(error_class=e.data.get("error_class", ""), finished_at=now)
+        _step_fields(fields, e, state["steps"].get(key, {}), now)
     updates = [RowsUpdate(Step, {"run_id": run_id, "key": key}, fields)
                for key, fields in changes.items()]
     if not plans:
