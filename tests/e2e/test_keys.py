@@ -176,3 +176,31 @@ def test_decide_without_then_next_stays_on_the_run(new_page, live_server, stuck)
     dialog.locator("button[type=submit]").click()
     page.locator(".panel .pill-queued").wait_for()
     assert page.url == f"{live_server.url}/runs/{oldest.pk}/"
+
+
+def test_reading_pages_and_decide_and_next_work_without_javascript(browser, live_server,
+                                                                  stuck):
+    from tests.console_factories import PASSWORD
+
+    context = browser.new_context(java_script_enabled=False,
+                                  viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    assert page.locator("table.runs tbody tr").count() == 2  # the blocked tab
+    # Keyboard hints and the ? button need JavaScript: without it they are not shown.
+    assert not page.locator("[data-action=cheatsheet]").is_visible()
+    oldest, unknown, _ = stuck["order"]
+    page.click(f'a[href="/runs/{oldest.pk}/"]')
+    assert not page.locator(".key-hint").is_visible()
+    page.click(".actions [data-decide]")  # a link to the confirm page
+    page.wait_for_url(f"{live_server.url}/runs/{oldest.pk}/actions/retry/")
+    page.check("[data-then-next]")
+    page.fill("textarea[name=reason]", "no script needed")
+    page.click("form[data-confirm-form] button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/runs/{unknown.pk}/")
+    assert "Retry step: done." in page.locator(".flash").inner_text()
+    context.close()
