@@ -25,7 +25,15 @@ def test_the_queue_of_one_user_follows_what_another_decides(browser, daphne):  #
     second = make_attention_run(goal="Charge order 77", age=dt.timedelta(hours=1))
     alice = _signed_in(browser, daphne, "alice")
     victor = _signed_in(browser, daphne, "victor")
-    victor.goto(f"{daphne}/?tab=blocked")
+    try:
+        _decide_and_watch(alice, victor, daphne, first, second)
+    finally:  # open websockets would hold daphne up at its shutdown
+        alice.context.close()
+        victor.context.close()
+
+
+def _decide_and_watch(alice, victor, url, first, second):
+    victor.goto(f"{url}/?tab=blocked")
     _live(victor)
     rows = victor.locator("table.runs tbody tr[data-row]")
     assert rows.count() == 2
@@ -35,14 +43,14 @@ def test_the_queue_of_one_user_follows_what_another_decides(browser, daphne):  #
     # A marker that a reload would wipe: the change must come without one.
     victor.evaluate("window.__sameDocument = true")
 
-    alice.goto(f"{daphne}/runs/{first.pk}/")
+    alice.goto(f"{url}/runs/{first.pk}/")
     _live(alice)
     alice.keyboard.press("d")
     dialog = alice.locator("dialog#confirm")
     dialog.wait_for(state="visible")
     dialog.locator("textarea[name=reason]").fill("the provider is back")
     dialog.locator("button[type=submit]").click()
-    alice.wait_for_url(f"{daphne}/runs/{second.pk}/")  # decide-and-next moved her on
+    alice.wait_for_url(f"{url}/runs/{second.pk}/")  # decide-and-next moved her on
 
     # Victor's queue drops the settled run and names who did what, on the same document.
     victor.locator(f"#live-note:has-text('alice retried run {str(first.pk)[:8]}')").wait_for(
