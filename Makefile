@@ -17,7 +17,7 @@ MAKE_STARTED := $(shell date +%s)
 export PHASE_LOG ?= var/phase-times-$(MAKE_STARTED).tsv
 
 .PHONY: install demo demo-reset test test-fast test-sqlite test-postgres test-min lint lock \
-	bench audit clean
+	bench audit clean screens
 
 $(BIN)/python:
 	$(PHASE) "Creating the virtualenv $(VENV) and upgrading pip" \
@@ -78,6 +78,13 @@ test-postgres:
 	else \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): skipping the PostgreSQL pass"; \
 	fi
+
+# Every console page (tests/e2e/pages.py) seeded from the demo, in headless Chromium at 1280x720
+# and 1440x900, as PNGs under var/screens/ (not in git). About a minute; see docs/screens.md.
+screens: install
+	$(PHASE) "Chromium for the screenshots (apt-get on first run)" bash scripts/ensure_chromium.sh
+	$(PHASE) "Screenshots of every console page (var/screens/)" \
+		$(BIN)/python scripts/screens.py $(SCREENS_ARGS)
 
 # Lower bounds: the direct dependencies at their minimum versions (wheels only) in .venv-min,
 # then a fast subset of the suite. About 3-5 min; not part of `make test` (see README).

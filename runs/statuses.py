@@ -98,6 +98,8 @@ TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS,
 COMPLETED = frozenset({RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS})
 ATTENTION = frozenset({RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN})
 RUNNABLE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+# Stopped until a person decides (the console's decide-and-next walks these, oldest first).
+STUCK = frozenset({RunStatus.BLOCKED, RunStatus.UNKNOWN})
 STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
 STEP_TERMINAL = frozenset(
     {StepStatus.SUCCEEDED, StepStatus.SKIPPED, StepStatus.FAILED, StepStatus.CANCELLED}
@@ -164,6 +166,11 @@ def is_terminal(status: str) -> bool:
 def needs_attention(status: str) -> bool:
     """Return True when a run in ``status`` is waiting, blocked or unknown."""
     return status in ATTENTION
+
+
+def is_stuck(status: str) -> bool:
+    """Return True when a run in ``status`` stays stopped until an operator decides."""
+    return status in STUCK
 
 
 def run_can_move(src: str, dst: str) -> bool:

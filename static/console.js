@@ -1,104 +1,21 @@
-/* AgentOps console: keyboard triage, selection, confirm dialogs, countdowns, live updates.
+/* AgentOps console: bulk selection, confirm dialogs, countdowns, live updates (keys.js: lists and keys).
    All behaviour lives here (no inline scripts or on*= attributes, so a strict CSP can apply). */
 (function () {
   "use strict";
   var body = document.body;
-  var focusedId = null;
   var seenSeq = null;
 
-  function rows() { return Array.prototype.slice.call(document.querySelectorAll("[data-list] [data-row]")); }
   function typing(el) {
     return el && (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT" || el.isContentEditable);
   }
-  function focusRow(index) {
-    var all = rows();
-    if (!all.length) { return; }
-    index = Math.max(0, Math.min(index, all.length - 1));
-    all.forEach(function (r) { r.classList.remove("is-focused"); });
-    var row = all[index];
-    row.classList.add("is-focused");
-    focusedId = row.getAttribute("data-id") || String(index);
-    row.scrollIntoView({ block: "nearest" });
-  }
-  function currentIndex() {
-    var all = rows();
-    for (var i = 0; i < all.length; i++) { if (all[i].classList.contains("is-focused")) { return i; } }
-    return -1;
-  }
-  function currentRow() { var i = currentIndex(); return i < 0 ? null : rows()[i]; }
-  function restoreFocus() {
-    if (focusedId === null) { return; }
-    var all = rows();
-    for (var i = 0; i < all.length; i++) {
-      if (all[i].getAttribute("data-id") === focusedId) { all[i].classList.add("is-focused"); return; }
-    }
-  }
-  function openRow(row) { if (row && row.getAttribute("data-href")) { window.location.href = row.getAttribute("data-href"); } }
 
-  /* ---------- keyboard ---------- */
-  var pendingG = false;
-  document.addEventListener("keydown", function (e) {
-    if (e.metaKey || e.ctrlKey || e.altKey) { return; }
-    if (typing(e.target)) {
-      if (e.key === "Escape") { e.target.blur(); }
-      return;
-    }
-    var sheet = document.getElementById("cheatsheet");
-    if (e.key === "?") { e.preventDefault(); if (sheet.open) { sheet.close(); } else { sheet.showModal(); } return; }
-    if (pendingG) {
-      pendingG = false;
-      if (e.key === "q") { window.location.href = "/"; return; }
-      if (e.key === "a") { window.location.href = "/approvals/"; return; }
-    }
-    if (e.key === "g") { pendingG = true; return; }
-    var i = currentIndex();
-    switch (e.key) {
-      case "j": e.preventDefault(); focusRow(i + 1); break;
-      case "k": e.preventDefault(); focusRow(i < 0 ? 0 : i - 1); break;
-      case "o": case "Enter": if (i >= 0) { e.preventDefault(); openRow(currentRow()); } break;
-      case "x": toggleSelect(currentRow()); break;
-      case "/": var s = document.getElementById("search"); if (s) { e.preventDefault(); s.focus(); } break;
-      case "a": decide("approve", e); break;
-      case "r": decide("reject", e); break;
-      default: break;
-    }
-  });
-
-  function decide(kind, e) {
-    if (body.getAttribute("data-page") !== "inbox") { return; }
-    var row = currentRow();
-    e.preventDefault();
-    // Nothing is selected until the operator picks a card (j/k or a click): a keypress on
-    // a fresh page only selects the first card, it never decides it.
-    if (!row) { focusRow(0); return; }
-    if (kind === "approve") {
-      var form = row.querySelector("form[data-approve]");
-      var confirm = form && form.querySelector("[data-confirm]");
-      // A high-risk call: the amount or the word is typed first (the server checks it too).
-      if (confirm && !confirm.value) { confirm.focus(); return; }
-      if (form) { form.requestSubmit(); }
-      return;
-    }
-    var input = row.querySelector("form[data-reject] input[name=reason]");
-    if (input) { input.focus(); }
-  }
-
-  /* ---------- rows: click to open, selection for bulk ---------- */
+  /* ---------- Cancel closes its dialog; bulk selection (keys.js: x selects the focused row) ---------- */
   document.addEventListener("click", function (e) {
     var closer = e.target.closest("[data-close-dialog]");
-    if (closer && closer.closest("dialog")) { e.preventDefault(); closer.closest("dialog").close(); return; }
-    var action = e.target.closest("[data-action=cheatsheet]");
-    if (action) { document.getElementById("cheatsheet").showModal(); return; }
-    var row = e.target.closest("[data-row]");
-    if (!row || e.target.closest("a, button, input, select, textarea, label, summary, details, form")) { return; }
-    openRow(row);
+    if (closer && closer.closest("dialog")) { e.preventDefault(); closer.closest("dialog").close(); }
   });
 
   function selectionBoxes() { return Array.prototype.slice.call(document.querySelectorAll("#bulk-form input[name=run]")); }
-  function toggleSelect(row) {
-    var box = row && row.querySelector("input[name=run]");
-    if (box) { box.checked = !box.checked; updateSelection(); }
-  }
   function updateSelection() {
     var form = document.getElementById("bulk-form");
     if (!form) { return; }
@@ -140,7 +57,6 @@
       var first = target.querySelector("[data-autofocus]");
       if (first) { first.focus(); }
     }
-    restoreFocus();
     updateSelection();
     startCountdowns();
   });
@@ -268,11 +184,6 @@
     updateSelection();
     var live = document.getElementById("live");
     if (live) { seenSeq = live.getAttribute("data-seq"); }
-    var focus = body.getAttribute("data-focus");
-    if (focus) {
-      var all = rows();
-      for (var i = 0; i < all.length; i++) { if (all[i].getAttribute("data-id") === focus) { focusRow(i); break; } }
-    }
     if (body.getAttribute("data-ws")) { connect(body.getAttribute("data-ws"), 0); }
   });
 })();

@@ -23,6 +23,8 @@ from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.outlook import action_outlook
 from runs.rollback_points import RollbackPoint, rollback_points
+from runs.statuses import is_stuck
+from runs.triage import run_next_stuck
 from runs.views import _dispatch
 from runs.views._common import int_or_none, page, role_required
 from runs.views.detail import _detail
@@ -71,6 +73,9 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
                "points": points, "confirm_rule": _typed(action, run, chosen),
                "seen_seq": run.last_seq, "errors": [], "form_data": {},
+               "stuck": is_stuck(run.status),
+               "then_next": (request.POST if request.method == "POST" else request.GET
+                             ).get("then") == "next",
                "checkpoint": next(iter(chosen.values()), None), "rerun": [], "outlook": None}
     try:
         context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
@@ -137,6 +142,7 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
     if context["errors"]:
         return page(request, "runs/confirm.html", context, partial="form", status=409
                     if context.get("changed") else 422)
+    seen = (run.pk, run.updated_at)  # the queue position as the operator saw it
     outcome = _dispatch.perform(verb, run=run, user=request.user,
                                 reason=form.cleaned_data["reason"],
                                 confirm=request.POST.get("confirm", "")[:100], **params)
@@ -144,8 +150,21 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
         context["errors"].append(outcome.error)
         return page(request, "runs/confirm.html", context, partial="form", status=outcome.status)
     messages.success(request, f"{action.label}: done.")
-    url = reverse("console:run", args=[run.pk])
+    url = _next_url(request, context, seen=seen)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _next_url(request: HttpRequest, context: dict[str, Any], *, seen: tuple[Any, Any]) -> str:
+    """Return where the operator goes after acting: this run, or (decide-and-next) the next."""
+    run_id, updated_at = seen
+    if not context["then_next"]:
+        return reverse("console:run", args=[run_id])
+    following = run_next_stuck(after_id=run_id, after_updated_at=updated_at)
+    if following is None:
+        messages.info(request, "No stuck runs are left.")
+        return reverse("console:queue")
+    messages.info(request, f"Next stuck run: {str(following.pk)[:8]}.")
+    return reverse("console:run", args=[following.pk])
 
 
 @require_POST

@@ -15,7 +15,8 @@ from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
 from runs.retry_times import next_attempts
-from runs.statuses import RunStatus
+from runs.statuses import RunStatus, is_stuck
+from runs.triage import run_next_stuck
 from runs.views._common import int_or_none, page, role_required
 from runs.views._timeline import timeline
 from runs.views.world import effects_for_run_card
@@ -73,6 +74,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "advice": advice_for(run=run, user=request.user), "meters": budget_meters(run),
             "timeline": timeline(detail.steps), "exceptions": exceptions,
             "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
+            "stuck": is_stuck(run.status),
             "breaker_until": sel.tool_breaker_closes_at(
                 tool=detail.tool_call.tool if detail.tool_call else "")}
 
@@ -92,6 +94,8 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             audit=sel.interventions_for_run(run_id=run_id),
             world=effects_for_run_card(run_id),
             children=sel.run_children(run=detail.run),
+            next_stuck=run_next_stuck(after_id=detail.run.pk,
+                                      after_updated_at=detail.run.updated_at),
         )
     return page(request, "runs/detail.html", context, partial="live")
 
