@@ -82,7 +82,8 @@ def _sign_in(context, base: str, role: str):
     return page
 
 
-def _shoot(base: str, world: dict, *, role: str, full_page: bool, only: str) -> int:
+def _shoot(base: str, world: dict, *, role: str, full_page: bool, only: str,
+           schemes: tuple[str, ...]) -> int:
     from playwright.sync_api import sync_playwright
 
     from tests.e2e.pages import PAGES, open_page
@@ -90,8 +91,8 @@ def _shoot(base: str, world: dict, *, role: str, full_page: bool, only: str) -> 
     written = 0
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        for width, height in VIEWPORTS:
-            folder = OUT / f"{width}x{height}"
+        for (width, height), scheme in ((v, c) for v in VIEWPORTS for c in schemes):
+            folder = OUT / (f"{width}x{height}" + ("" if scheme == "light" else f"-{scheme}"))
             folder.mkdir(parents=True, exist_ok=True)
             pages = {}
             for spec in PAGES:
@@ -99,14 +100,15 @@ def _shoot(base: str, world: dict, *, role: str, full_page: bool, only: str) -> 
                 if only and only not in spec.name:
                     continue
                 if who not in pages:
-                    context = browser.new_context(viewport={"width": width, "height": height})
+                    context = browser.new_context(viewport={"width": width, "height": height},
+                                                  color_scheme=scheme)
                     pages[who] = _sign_in(context, base, who) if who else context.new_page()
                 page = pages[who]
                 open_page(page, base, spec, world)
                 page.wait_for_timeout(150)  # let countdowns and focus settle
                 page.screenshot(path=str(folder / f"{spec.name}.png"), full_page=full_page)
                 written += 1
-                print(f"  {width}x{height} {spec.name} (as {who or 'signed out'})")
+                print(f"  {folder.name} {spec.name} (as {who or 'signed out'})")
         browser.close()
     return written
 
@@ -118,6 +120,9 @@ def main() -> int:
                         help="sign in as this demo user where the page allows it (default admin)")
     parser.add_argument("--full-page", action="store_true", help="the whole page, not the fold")
     parser.add_argument("--only", default="", help="only pages whose name contains this")
+    parser.add_argument("--scheme", choices=("light", "dark", "both"), default="both",
+                        help="the browser's colour preference (the console follows it); "
+                             "dark pages go to <size>-dark/ (default both)")
     opts = parser.parse_args()
     if not os.path.exists(CHROMIUM):
         print(f"{CHROMIUM} is missing: run scripts/ensure_chromium.sh", file=sys.stderr)
@@ -131,7 +136,8 @@ def main() -> int:
     server = _serve(port, OUT / "server.log")
     try:
         n = _shoot(f"http://127.0.0.1:{port}", world, role=opts.role,
-                   full_page=opts.full_page, only=opts.only)
+                   full_page=opts.full_page, only=opts.only,
+                   schemes=("light", "dark") if opts.scheme == "both" else (opts.scheme,))
     finally:
         server.terminate()
         server.wait(timeout=10)
