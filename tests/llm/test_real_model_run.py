@@ -76,6 +76,10 @@ def test_demo_agent_runs_through_the_engine_on_a_real_model(real_agent):
     rows = {r.tool_call_id: r for r in ToolCall.objects.filter(run=run)}
     assert set(rows) <= {c["id"] for c in calls}
     for call_id, row in rows.items():
+        if row.status == "refused":
+            # The small model's arguments did not validate: recorded and answered, never run.
+            assert row.error_class == "invalid_arguments" and row.attempts == 0, (call_id, row)
+            continue
         assert row.status in ("succeeded", "failed") and row.attempts >= 1, (call_id, row.status)
     assert run.tool_calls == len(rows)
     _assert_paired(context_build(load_state(run.pk), real_agent))
