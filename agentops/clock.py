@@ -34,8 +34,3 @@ def rng() -> random.Random:
     """Return the engine's random source (jitter)."""
     return _rng
 
-
-def set_now(fn: Callable[[], dt.datetime] | None) -> None:
-    """Replace the clock (tests); None restores the real one."""
-    global _now
-    _now = fn or (lambda: dt.datetime.now(dt.timezone.utc))

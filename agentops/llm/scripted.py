@@ -57,11 +57,6 @@ def say(text: str) -> ModelReply:
     return ModelReply(text=text, usage=Usage(50, 10), finish_reason="stop")
 
 
-def fail_then(error: BaseException | ModelReply, reply: ModelReply, *, times: int = 1) -> Item:
-    """Return an item that gives ``error`` for the first ``times`` attempts, then ``reply``."""
-    return lambda ctx: error if ctx.attempt <= times else reply
-
-
 class ScriptedModel:
     """A ModelClient answering from a script; see the module docstring."""
 

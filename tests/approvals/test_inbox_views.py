@@ -129,12 +129,11 @@ def frozen_clock():
     """The clock at 2026-03-02 10:00:00 UTC (a moment when a clock time reads like a countdown)."""
     import datetime as dt
 
-    from agentops import clock
+    from tests.clock_helpers import clock_reads
 
     now = dt.datetime(2026, 3, 2, 10, 0, tzinfo=dt.UTC)
-    clock.set_now(lambda: now)
-    yield now
-    clock.set_now(None)
+    with clock_reads(lambda: now):
+        yield now
 
 
 def test_expiry_is_a_countdown_with_the_absolute_time_on_hover(users, frozen_clock):

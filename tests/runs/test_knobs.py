@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from agentops import clock
 from agentops.llm.protocol import RateLimited
-from agentops.llm.scripted import fail_then
+from tests.scripted_items import fail_then
 from ledger.models import Artifact, ToolAttempt, ToolCall
 from ledger.retention import events_prune
 from runs.engine.runtime.transition import run_claim

@@ -2,7 +2,8 @@
 import pytest
 
 from agentops.llm import protocol as p
-from agentops.llm.scripted import call, fail_then, say
+from agentops.llm.scripted import call, say
+from tests.scripted_items import fail_then
 from ledger import errors as le
 from runs.engine.core.policy import POLICY, backoff_delay
 from runs.models import Event

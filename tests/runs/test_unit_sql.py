@@ -172,13 +172,13 @@ def test_a_lease_holder_renews_its_lease_every_third_of_the_ttl_not_every_unit(e
 
     from agentops import clock
     from runs.engine.runtime.loop import session_open
+    from tests.clock_helpers import clock_reads
     from runs.engine.runtime.transition import run_claim
 
     settings.AGENTOPS_LEASE_TTL_S = 3.0
     start = clock.now()
     t = {"now": start}
-    clock.set_now(lambda: t["now"])
-    try:
+    with clock_reads(lambda: t["now"]):
         engine.make_agent("renewer", {"s": [engine.say("ok")]}, plan=["s"])
         run = run_start(agent="renewer", goal="g")
         claimed = run_claim(run_id=run.pk, owner="w", ttl_s=3.0)
@@ -192,5 +192,3 @@ def test_a_lease_holder_renews_its_lease_every_third_of_the_ttl_not_every_unit(e
         fresh = Run.objects.get(pk=run.pk)
         assert fresh.lease_expires_at == t["now"] + dt.timedelta(seconds=3.0)
         assert fresh.updated_at == t["now"]
-    finally:
-        clock.set_now(None)

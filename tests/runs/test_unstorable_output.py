@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from agentops.llm import protocol as p
-from agentops.llm.scripted import call, fail_then, say
+from agentops.llm.scripted import call, say
+from tests.scripted_items import fail_then
 from runs.models import Event
 from runs.services import run_start
 from tests.conftest import drive

@@ -4,20 +4,17 @@ from __future__ import annotations
 import datetime as dt
 from contextlib import contextmanager
 
-from agentops import clock
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel
 from agentops.tools import ToolResult, tool
+from tests.clock_helpers import clock_reads
 
 
 @contextmanager
 def later(seconds: float):
     """Run the block with the engine clock ``seconds`` ahead of real time."""
-    clock.set_now(lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds))
-    try:
+    with clock_reads(lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)):
         yield
-    finally:
-        clock.set_now(None)
 
 
 def approval_agent(name: str, on_expiry: str, script: dict) -> Agent:

@@ -67,7 +67,11 @@ class Command(BaseCommand):
                        help="add the roles (and key) to a user that already exists")
 
     def handle(self, *args, sub: str, **opts) -> None:
-        getattr(self, f"_{sub.replace('-', '_')}")(**opts)
+        commands = {"worker": self._worker, "sweep": self._sweep, "run": self._run,
+                    "follow": self._follow, "doctor": self._doctor, "demo": self._demo,
+                    "export": self._export, "import": self._import,
+                    "rotate-keys": self._rotate_keys, "createuser": self._createuser}
+        commands[sub](**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
         worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
