@@ -9,12 +9,16 @@ stay within its connection pool meanwhile.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from bench.model_server import model_server_start
 from runs.models import Event, Run
+from runs.services import run_start
 from tests.e2e.workers import Worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -23,16 +27,39 @@ RUNS, DELAY_S, CALLS = 40, 0.5, 3  # plan is given: calls = steps + the final an
 POOL_MAX = 6
 
 
-@pytest.fixture
-def model_url():
-    """Start bench.model_server in its own process; yield its base URL."""
-    proc, url = model_server_start(DELAY_S, CALLS - 1)
-    yield url
-    proc.kill()
-    proc.wait(5)
+@contextmanager
+def _remote_worker(name: str, tmp_path: Path, *, delay_s: float, calls: int,
+                   env: dict[str, str]) -> Iterator[Worker]:
+    """A model server sleeping ``delay_s`` a call and one ``agentops worker`` (one q2 process)
+    running bench-remote against it, warmed up; both stopped after the block."""
+    import bench.agents  # noqa: F401  (registers bench-remote in this process too)
+
+    proc, url = model_server_start(delay_s, calls)
+    worker = Worker(name, tmp_path, env={
+        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        **env})
+    worker.start()
+    try:
+        _warm_up()
+        yield worker
+    finally:
+        worker.stop()
+        proc.kill()
+        proc.wait(5)
 
 
-def _warm_up(run_start) -> None:
+def _until_done(ids: list, *, within_s: float, each: Callable[[], None],
+                pause_s: float = 0.1) -> None:
+    """Call ``each`` every ``pause_s`` until every run in ``ids`` succeeded or time is up."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        each()
+        if not Run.objects.filter(pk__in=ids).exclude(status="succeeded").exists():
+            return
+        time.sleep(pause_s)
+
+
+def _warm_up() -> None:
     """Have the worker finish one run first: its first tick imports the agents and the model
     SDK, which on a loaded machine can outlast a 3 s lease (the run is then recovered)."""
     pk = run_start(agent="bench-remote", goal="warm up", input={}).pk
@@ -50,33 +77,23 @@ def _worker_sessions(pids: set[int]) -> int:
         return cur.fetchone()[0]
 
 
-def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path, model_url):
-    import bench.agents  # noqa: F401  (registers bench-remote here too)
-    from runs.services import run_start
-
+def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path):
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    worker = Worker("dense", tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": model_url,
-        "AGENTOPS_WORKERS": "1", "AGENTOPS_DB_POOL_MAX": str(POOL_MAX),
-        "AGENTOPS_TICK_SLICE_S": "20"})
-    worker.start()
-    try:
-        _warm_up(run_start)
+    peak = {"sessions": 0, "running": 0}
+    with _remote_worker("dense", tmp_path, delay_s=DELAY_S, calls=CALLS - 1, env={
+            "AGENTOPS_DB_POOL_MAX": str(POOL_MAX), "AGENTOPS_TICK_SLICE_S": "20"}) as worker:
         t0 = time.monotonic()
         ids = [run_start(agent="bench-remote", goal=f"dense {i}", input={}).pk
                for i in range(RUNS)]
-        peak_sessions, peak_running = 0, 0
-        while time.monotonic() - t0 < 60:
-            left = Run.objects.filter(pk__in=ids).exclude(status="succeeded").count()
-            peak_sessions = max(peak_sessions, _worker_sessions(worker.pids()))
-            peak_running = max(peak_running, Run.objects.filter(pk__in=ids,
-                                                                status="running").count())
-            if not left:
-                break
-            time.sleep(0.1)
+
+        def sample() -> None:
+            peak["sessions"] = max(peak["sessions"], _worker_sessions(worker.pids()))
+            peak["running"] = max(peak["running"], Run.objects.filter(
+                pk__in=ids, status="running").count())
+
+        _until_done(ids, within_s=60, each=sample)
         wall = time.monotonic() - t0
-    finally:
-        worker.stop()
+    peak_sessions, peak_running = peak["sessions"], peak["running"]
     print(f"density: {RUNS} runs x {CALLS} calls of {DELAY_S}s in {wall:.1f}s, "
           f"peak running {peak_running}, peak worker sessions {peak_sessions}")
     statuses = dict(Run.objects.filter(pk__in=ids).values_list("pk", "status"))
@@ -97,68 +114,45 @@ def test_leases_of_runs_waiting_on_their_model_are_renewed_together(settings, tm
     """30 runs wait 4 s on each model call (longer than the 3 s TTL): the keeper renews
     their leases in batches (one UPDATE gives many runs the very same expiry), none of them
     is lost or recovered meanwhile, and all finish."""
-    import bench.agents  # noqa: F401
-    from runs.services import run_start
-
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    proc, url = model_server_start(4.0, 1)
-    worker = Worker("renew", tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
-        "AGENTOPS_LEASE_TTL_S": "3"})
-    worker.start()
-    shared = 0
-    try:
-        _warm_up(run_start)
+    shared = {"most": 0}
+    with _remote_worker("renew", tmp_path, delay_s=4.0, calls=1,
+                        env={"AGENTOPS_LEASE_TTL_S": "3"}):
         ids = [run_start(agent="bench-remote", goal=f"renew {i}", input={}).pk
                for i in range(30)]
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 60:
+
+        def sample() -> None:
             expiries = list(Run.objects.filter(pk__in=ids, status="running")
                             .values_list("lease_expires_at", flat=True))
             if expiries:
-                shared = max(shared, max(expiries.count(e) for e in set(expiries)))
-            if not Run.objects.filter(pk__in=ids).exclude(status="succeeded").exists():
-                break
-            time.sleep(0.1)
-    finally:
-        worker.stop()
-        proc.kill()
+                shared["most"] = max(shared["most"], max(expiries.count(e) for e in set(expiries)))
+
+        _until_done(ids, within_s=60, each=sample)
     recovered = list(Event.objects.filter(run_id__in=ids, type="run.recovered")
                      .values_list("data", flat=True))
     assert not recovered, (recovered[:3], (tmp_path / "renew-1.log").read_text()[-3000:])
     assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"succeeded"}
-    assert shared >= 10, f"at most {shared} runs shared one renewal"
+    assert shared["most"] >= 10, f"at most {shared['most']} runs shared one renewal"
 
 
 def test_a_full_process_pushes_back_and_its_runs_take_turns(settings, tmp_path):
     """5 slots, 15 runs that each call a 0.7 s model 5 times: never more than 5 run at once
     (the q2 task blocks while the slots are full, so q2 takes nothing more), the runs take
     turns by their slices (2 s) and all finish."""
-    import bench.agents  # noqa: F401
-    from runs.services import run_start
-
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    proc, url = model_server_start(0.7, 4)
-    worker = Worker("full", tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
-        "AGENTOPS_RUNS_IN_FLIGHT": "5", "AGENTOPS_TICK_SLICE_S": "2"})
-    worker.start()
-    peak = 0
-    try:
-        _warm_up(run_start)
+    peak = {"running": 0}
+    with _remote_worker("full", tmp_path, delay_s=0.7, calls=4, env={
+            "AGENTOPS_RUNS_IN_FLIGHT": "5", "AGENTOPS_TICK_SLICE_S": "2"}):
         ids = [run_start(agent="bench-remote", goal=f"full {i}", input={}).pk
                for i in range(15)]
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 90:
-            peak = max(peak, Run.objects.filter(pk__in=ids, status="running").count())
-            if not Run.objects.filter(pk__in=ids).exclude(status="succeeded").exists():
-                break
-            time.sleep(0.05)
-    finally:
-        worker.stop()
-        proc.kill()
+
+        def sample() -> None:
+            peak["running"] = max(peak["running"], Run.objects.filter(
+                pk__in=ids, status="running").count())
+
+        _until_done(ids, within_s=90, each=sample, pause_s=0.05)
     assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"succeeded"}
-    assert 3 <= peak <= 5, f"{peak} runs were running at once with 5 slots"
+    assert 3 <= peak["running"] <= 5, f"{peak['running']} runs were running at once with 5 slots"
     sliced = Event.objects.filter(run_id__in=ids, type="run.status",
                                   data__reason="slice_ended").count()
     assert sliced > 0, "no run gave its slot up at the end of its slice"
