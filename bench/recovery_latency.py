@@ -7,6 +7,12 @@ then either SIGKILLs its worker's whole process group (restarted after the trial
 SIGSTOPs it (a GC pause, a frozen VM; SIGCONT after the trial). The recovery latency is the
 time from the signal to the first committed unit of work of that run (an event other than
 a status change) written by another worker. Trials alternate kill and stop.
+
+Fair trials: the victim is the least-recovered run being worked on (a run recovered many
+times already is not picked again and again), and the recovery limit is lifted
+(``AGENTOPS_RECOVERY_LIMIT``, 1000) so no run is blocked after its fifth recovery. Spurious
+recoveries (a run whose owner was NOT the signalled host: its lease expired though its
+worker was alive) are counted as lease expiries.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from bench._common import engine_env  # noqa: E402
 
 engine_env(in_process=False)
+os.environ["AGENTOPS_RECOVERY_LIMIT"] = os.environ.get("BENCH_RECOVERY_LIMIT", "1000")
 
 from bench._common import (bench_url, commit_floor, django_boot, emit, log,  # noqa: E402
                            percentiles)
@@ -43,13 +50,13 @@ def _spawn() -> subprocess.Popen:
 
 
 def _victim(ids: list, hosts: list[subprocess.Popen], timeout: float = 30.0):
-    """Return (run id, owner, host index, last seq) of a run being worked on now."""
+    """Return (run id, owner, host index, last seq) of the least-recovered run worked on now."""
     from runs.models import Run
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for row in (Run.objects.filter(pk__in=ids, status="running").exclude(lease_owner="")
-                    .values("pk", "lease_owner", "last_seq")):
+                    .order_by("recoveries", "?").values("pk", "lease_owner", "last_seq")):
             pid = int(row["lease_owner"].rsplit(":", 1)[1])
             host = next((i for i, p in enumerate(hosts) if _in_group(pid, p.pid)), None)
             if host is not None:
@@ -75,11 +82,13 @@ def _next_unit_by_other(run_id, owner: str, after_seq: int, since: dt.datetime,
     raise RuntimeError(f"run {run_id} did not continue within {timeout}s")
 
 
-def _trial(n: int, ids: list, hosts: list[subprocess.Popen]) -> tuple[str, float]:
+def _trial(n: int, ids: list, hosts: list[subprocess.Popen],
+           victims: set[str]) -> tuple[str, float]:
     from django.utils import timezone
 
     how = "kill" if n % 2 == 0 else "stop"
     run_id, owner, host, seq = _victim(ids, hosts)
+    victims |= {f"{owner.rsplit(':', 1)[0]}:{pid}" for pid in _group_pids(hosts[host].pid)}
     since = timezone.now()
     os.killpg(hosts[host].pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
     try:
@@ -104,12 +113,13 @@ def main() -> None:
     _cancel_active()
     hosts = [_spawn() for _ in range(HOSTS)]
     by_kind: dict[str, list[float]] = {"kill": [], "stop": []}
+    victims: set[str] = set()
     try:
         ids = [run_start(agent="bench-slow", goal=f"busy {i}", input={"steps": 100_000}).pk
                for i in range(HOSTS * PER_WORKER)]
         time.sleep(5)  # every host busy, the queue long
         for trial in range(TRIALS):
-            how, latency = _trial(trial, ids, hosts)
+            how, latency = _trial(trial, ids, hosts, victims)
             by_kind[how].append(latency)
             log(f"trial {trial + 1} ({how}): {latency:.2f}s")
             time.sleep(1.5)  # a restarted host comes up; the resumed one settles
@@ -121,6 +131,7 @@ def main() -> None:
                 except ProcessLookupError:
                     pass
         _cancel_active()
+    expiries = _spurious_recoveries(ids, victims)
     both = by_kind["kill"] + by_kind["stop"]
     stats, kill, stop = percentiles(both), percentiles(by_kind["kill"]), percentiles(by_kind["stop"])
     emit("recovery_latency", {
@@ -128,6 +139,7 @@ def main() -> None:
         "p50_s": stats["p50"], "p99_s": stats["p99"], "max_s": stats["max"],
         "kill_p50_s": kill.get("p50"), "kill_p99_s": kill.get("p99"),
         "stop_p50_s": stop.get("p50"), "stop_p99_s": stop.get("p99"),
+        "recoveries": expiries["all"], "lease_expiries_of_live_workers": expiries["spurious"],
         "lease_ttl_s": settings.AGENTOPS_LEASE_TTL_S,
         "sweep_interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S,
         "commit_floor_per_s": round(floor)})
@@ -139,6 +151,21 @@ def _cancel_active() -> None:
 
     for run in Run.objects.filter(status__in=["queued", "running", "waiting"]):
         run_cancel(run=run, reason="recovery bench over")
+
+
+def _spurious_recoveries(ids: list, victims: set[str]) -> dict[str, int]:
+    """Count the runs' recoveries, and those whose owner was never a signalled process."""
+    from runs.models import Event
+
+    owners = list(Event.objects.filter(run_id__in=ids, type="run.recovered")
+                  .values_list("data__lost_owner", flat=True))
+    return {"all": len(owners), "spurious": sum(1 for o in owners if o not in victims)}
+
+
+def _group_pids(leader: int) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "-g", str(leader)], capture_output=True,
+                         text=True).stdout
+    return {int(p) for p in out.split()}
 
 
 def _in_group(pid: int, leader: int) -> bool:
