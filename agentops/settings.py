@@ -214,7 +214,6 @@ _is_pg = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else 1)
 # PostgreSQL connections per worker process shared by its run slots (psycopg pool); 0 = none.
 AGENTOPS_DB_POOL_MAX = _env_int("AGENTOPS_DB_POOL_MAX", 8)
-AGENTOPS_SLOT_SWITCH_INTERVAL_S = _env_float("AGENTOPS_SLOT_SWITCH_INTERVAL_S", 0.001)
 AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
 # A busy tick looks this often whether a recovered run waits for a worker; one that has

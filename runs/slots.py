@@ -15,7 +15,6 @@ hundreds of runs in flight need only the few connections of the runs between two
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -49,9 +48,6 @@ def slot_submit(run_id: str, body: Callable[[str], object]) -> bool:
         if _state["slots"] is None:
             _state["slots"] = threading.BoundedSemaphore(limit)
             pool_enable()
-            # Hundreds of threads share one GIL: a thread back from I/O (the lease keeper's
-            # UPDATE, a commit) waits about (runnable threads x switch interval) for it.
-            sys.setswitchinterval(settings.AGENTOPS_SLOT_SWITCH_INTERVAL_S)
             # Runs at interpreter exit (a stopped or recycled q2 process) before the slot
             # threads are joined: every slot ends its slice at its next unit and re-enqueues.
             threading._register_atexit(_draining.set)  # type: ignore[attr-defined]

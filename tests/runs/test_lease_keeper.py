@@ -1,71 +1,165 @@
-"""The lease keeper renews a run slot's whole tick by owner, and the fence still holds."""
+"""The lease keeper process renews held runs by owner, reports lost ones, pauses and exits with its worker.
+
+Each test starts the real program (``python -m runs.engine.runtime.keeper_main``) against the
+test database, the way runs.engine.runtime.keeper does; a ``sleep`` child stands in for the
+worker when the test stops or kills it.
+"""
+from __future__ import annotations
+
 import datetime as dt
-import threading
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db.models import F
 
 from agentops import clock
-
-from runs.engine.runtime.leases import _KEEPER, _Held, lease_ticked, leases_renew
+from runs.engine.runtime.keeper import keeper_dsn
 from runs.engine.runtime.transition import run_claim
 from runs.models import Run
 from runs.services import run_start
-from tests.runs.waits_helpers import later
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+TTL = 1.5
 
 
 def _claimed(engine, name: str, owner: str = "w:1") -> Run:
     engine.make_agent(name, {"s": [engine.say("ok")]}, plan=["s"])
-    return run_claim(run_id=run_start(agent=name, goal="g").pk, owner=owner, ttl_s=3)
+    return run_claim(run_id=run_start(agent=name, goal="g").pk, owner=owner, ttl_s=TTL)
 
 
-def _tick_hold(run: Run, owner: str = "w:1") -> _Held:
-    return _Held(run=run, owner=owner, tokens=(), interval=1.0, due=0.0, whole_tick=True)
+@contextmanager
+def _keeper(worker_pid: int | None = None) -> Iterator[subprocess.Popen]:
+    """The keeper program for ``worker_pid`` (this test process by default)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runs.engine.runtime.keeper_main", "--ttl", str(TTL),
+         "--worker-pid", str(worker_pid or os.getpid())],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+        env={**os.environ, "AGENTOPS_KEEPER_DSN": keeper_dsn()})
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(5)
 
 
-def test_a_tick_hold_is_renewed_though_its_commits_bumped_the_version(engine):
+def _hold(proc: subprocess.Popen, run: Run, owner: str = "w:1") -> None:
+    proc.stdin.write(f"hold {run.pk} {owner}\n")
+    proc.stdin.flush()
+
+
+def _expiry(run: Run) -> dt.datetime:
+    return Run.objects.values_list("lease_expires_at", flat=True).get(pk=run.pk)
+
+
+def _lines(proc: subprocess.Popen, within_s: float) -> list[str]:
+    """Return what the keeper printed within ``within_s``."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    got, end = [], time.monotonic() + within_s
+    while time.monotonic() < end:
+        if sel.select(timeout=max(0.0, end - time.monotonic())):
+            got.append(proc.stdout.readline().strip())
+    return got
+
+
+def test_held_runs_are_renewed_though_their_commits_bumped_the_version(engine):
     runs = [_claimed(engine, f"k{i}") for i in range(3)]
-    Run.objects.filter(pk__in=[r.pk for r in runs]).update(version=99)  # units committed
-    before = {r.pk: r.lease_expires_at for r in runs}
-    with later(2):
-        assert leases_renew([_tick_hold(r) for r in runs]) == set()
-    for r in Run.objects.filter(pk__in=before):
-        assert r.lease_expires_at > before[r.pk] + dt.timedelta(seconds=1.5)
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(version=F("version") + 5)
+    with _keeper() as proc:
+        for run in runs:
+            _hold(proc, run)
+        time.sleep(TTL * 2)  # past the claim's own lease
+        assert all(_expiry(r) > clock.now() + dt.timedelta(seconds=TTL / 2) for r in runs)
+        assert proc.poll() is None
+    # Renewal never bumps the version: the slot's next commit still matches.
+    assert {r.version for r in Run.objects.filter(pk__in=[r.pk for r in runs])} == \
+        {runs[0].version + 5}
 
 
-def test_a_run_claimed_by_another_worker_is_lost_and_keeps_its_lease(engine):
+def test_a_run_claimed_by_another_worker_is_reported_lost_and_keeps_its_lease(engine):
     mine, taken = _claimed(engine, "m"), _claimed(engine, "t")
-    # The lease of ``taken`` expired, the sweeper re-queued it, another worker claimed it.
-    theirs = clock.now() + dt.timedelta(seconds=30)
-    Run.objects.filter(pk=taken.pk).update(lease_owner="w:2", lease_expires_at=theirs,
-                                           version=F("version") + 2)
-    holds = [_tick_hold(mine), _tick_hold(taken)]
-    assert leases_renew(holds) == {id(holds[1])}
-    taken.refresh_from_db()
-    assert taken.lease_owner == "w:2" and taken.lease_expires_at == theirs
+    with _keeper() as proc:
+        _hold(proc, mine)
+        _hold(proc, taken)
+        time.sleep(TTL / 3 + 0.3)  # renewed once: both matched
+        theirs = clock.now() + dt.timedelta(seconds=30)
+        Run.objects.filter(pk=taken.pk).update(lease_owner="w:2", lease_expires_at=theirs)
+        assert _lines(proc, TTL) == [f"lost {taken.pk}"]
+    assert _expiry(taken) == theirs
+    assert _expiry(mine) > clock.now()
 
 
-def test_a_cancelled_run_is_lost(engine):
+def test_a_held_run_not_claimed_yet_waits_for_its_claim(engine):
+    """The worker holds a run before claiming it: a miss then is not a loss."""
+    engine.make_agent("late", {"s": [engine.say("ok")]}, plan=["s"])
+    run = run_start(agent="late", goal="g")
+    with _keeper() as proc:
+        _hold(proc, run)
+        assert _lines(proc, TTL / 2) == []
+        run_claim(run_id=run.pk, owner="w:1", ttl_s=TTL)
+        time.sleep(TTL)
+        assert _expiry(run) > clock.now() + dt.timedelta(seconds=TTL / 2)
+
+
+def test_a_cancelled_run_is_reported_lost(engine):
     run = _claimed(engine, "c")
-    Run.objects.filter(pk=run.pk).update(status="cancelled")
-    hold = _tick_hold(run)
-    assert leases_renew([hold]) == {id(hold)}
+    with _keeper() as proc:
+        _hold(proc, run)
+        time.sleep(TTL / 3 + 0.3)
+        Run.objects.filter(pk=run.pk).update(status="cancelled")
+        assert _lines(proc, TTL) == [f"lost {run.pk}"]
 
 
-def test_only_a_run_slot_registers_its_tick(engine):
-    run = _claimed(engine, "s")
-    seen: list[int] = []
+def test_a_stopped_worker_gets_nothing_renewed_and_an_ended_one_ends_its_keeper(engine):
+    run = _claimed(engine, "p")
+    worker = subprocess.Popen(["sleep", "60"])
+    try:
+        with _keeper(worker.pid) as proc:
+            _hold(proc, run)
+            time.sleep(TTL / 3 + 0.3)
+            os.kill(worker.pid, signal.SIGSTOP)
+            time.sleep(0.3)
+            stopped_at = _expiry(run)
+            time.sleep(TTL * 1.5)
+            assert _expiry(run) == stopped_at < clock.now(), "a stopped worker's lease was renewed"
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.wait(5)
+            proc.wait(timeout=1.5)  # the pid is gone: the keeper exits by itself
+    finally:
+        worker.kill()
 
-    def tick() -> None:
-        with lease_ticked(run, "w:1"):
-            seen.append(sum(1 for h in list(_KEEPER._held.values()) if h.run is run))
 
-    with lease_ticked(run, "w:1"):  # not a slot (in-process ticks): nothing registered
-        seen.append(sum(1 for h in list(_KEEPER._held.values()) if h.run is run))
-    slot = threading.Thread(target=tick, name="run-slot:test")
-    slot.start()
-    slot.join()
-    assert seen == [0, 1]
-    assert not any(h.run is run for h in _KEEPER._held.values())
+def test_the_keeper_exits_when_its_worker_closes_the_pipe(engine):
+    with _keeper() as proc:
+        proc.stdin.close()
+        assert proc.wait(timeout=1.5) == 0
+
+
+_PARENT = """
+import os, subprocess, sys, time
+proc = subprocess.Popen([sys.executable, "-m", "runs.engine.runtime.keeper_main", "--ttl", "3",
+                         "--worker-pid", str(os.getpid())], stdin=subprocess.PIPE)
+print(proc.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_keeper_exits_when_its_worker_is_killed(engine):
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "AGENTOPS_KEEPER_DSN": keeper_dsn()})
+    keeper_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(5)
+    deadline = time.monotonic() + 1.0
+    while os.path.exists(f"/proc/{keeper_pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Re-parented to init, which reaps it: gone, not a zombie left renewing.
+    assert not os.path.exists(f"/proc/{keeper_pid}") or \
+        open(f"/proc/{keeper_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"

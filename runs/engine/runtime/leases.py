@@ -1,10 +1,21 @@
-"""Leases: renew a worker's hold on a run while a long tool call runs, and notice losing it.
+"""Leases: renew a worker's hold on a run while it works on it, and notice losing it.
 
 The claim itself is runs.engine.runtime.transition.run_claim; every engine write carries the version
 it last saw. Renewal only pushes ``lease_expires_at`` forward and does not bump the version,
 so the worker's next commit still matches. A lost lease (the run was cancelled, or a sweeper
-re-queued it and another worker took it) makes renewal return False and sets the tools'
+re-queued it and another worker took it) makes renewal fail and sets the tools'
 cancellation tokens, so a long tool can stop early; its result is recorded as late.
+
+Who renews, one path per case:
+
+- a run slot on PostgreSQL (runs.slots): the worker's lease keeper *process*
+  (runs.engine.runtime.keeper, keeper_main) renews the run for the whole tick
+  (``lease_ticked``), outside this interpreter's lock, so a busy worker's leases do not
+  expire while its threads queue for the GIL; ``lease_kept`` there only registers the
+  tools' tokens, cancelled when the keeper process reports the run lost;
+- anywhere else (in-process ticks, SQLite, ``--inline``): ``lease_kept`` registers the model
+  or tool call with this process's keeper *thread*, which renews it (version checked)
+  while the call runs; between calls the tick's own commits renew the lease.
 """
 from __future__ import annotations
 
@@ -14,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -21,6 +33,7 @@ from django.db.models import Q
 
 from agentops import clock
 from agentops.tools import CancelToken
+from runs.engine.runtime.keeper import keeper_hold, keeper_release, keeper_unwatch, keeper_watch
 from runs.live import live_flush
 from runs.models import Run
 from runs.slots import db_release, on_slot
@@ -69,10 +82,6 @@ class _Held:
     tokens: Sequence[CancelToken]
     interval: float
     due: float
-    # A whole tick on a run slot: renewed by owner alone (its commits bump the version
-    # meanwhile); a call's hold (lease_kept) also matches the version it started with.
-    whole_tick: bool = False
-    retry: bool = False  # skipped this round (its row was being committed): renew soon
 
 
 class _Keeper:
@@ -80,8 +89,7 @@ class _Keeper:
 
     Registering a call costs a dict insert; only calls still running after a third of the
     TTL ever touch the database. Every run due within half an interval is renewed by the
-    same UPDATE, so a process with hundreds of runs in flight (runs.slots) renews them all
-    with about one statement per interval, not one per run.
+    same UPDATE. Run slots on PostgreSQL do not use it (the keeper process does).
     """
 
     def __init__(self) -> None:
@@ -132,8 +140,7 @@ class _Keeper:
                     if id(held) in lost:
                         del self._held[key]
                     else:
-                        held.due = now + (0.2 if held.retry else held.interval)
-                        held.retry = False
+                        held.due = now + held.interval
             for held in batch.values():
                 if id(held) in lost:
                     for token in held.tokens:
@@ -144,62 +151,12 @@ def leases_renew(held: list[_Held], *, ttl_s: float | None = None) -> set[int]:
     """Renew every lease in ``held`` (one UPDATE per chunk of runs); return the ids of those lost."""
     ttl = settings.AGENTOPS_LEASE_TTL_S if ttl_s is None else ttl_s
     lost: set[int] = set()
-    ticks = [h for h in held if h.whole_tick]
-    calls = [h for h in held if not h.whole_tick]
-    for i in range(0, len(ticks), _TICK_CHUNK):
-        lost |= _renew_ticks(ticks[i:i + _TICK_CHUNK], ttl)
-    for i in range(0, len(calls), _RENEW_CHUNK):
-        lost |= _renew_chunk(calls[i:i + _RENEW_CHUNK], ttl)
+    for i in range(0, len(held), _RENEW_CHUNK):
+        lost |= _renew_chunk(held[i:i + _RENEW_CHUNK], ttl)
     return lost
 
 
 _RENEW_CHUNK = 100  # SQLite caps an expression's depth at 1000
-_TICK_CHUNK = 500  # one id list: SQLite allows 32766 parameters
-
-
-def _renew_ticks(held: list[_Held], ttl: float) -> set[int]:
-    """Renew whole-tick holds by run id and owner (not version): one UPDATE per owner.
-
-    A row locked right now is being committed by its slot: it is skipped (PostgreSQL's
-    SKIP LOCKED, so the keeper never queues behind busy slots) and retried soon, not lost.
-    """
-    until = clock.now() + dt.timedelta(seconds=ttl)
-    lost: set[int] = set()
-    for owner in {h.owner for h in held}:
-        mine = [h for h in held if h.owner == owner]
-        ids = list({h.run.pk for h in mine})
-        renewed = _renew_ids(ids, owner, until)
-        held_still: set = set()
-        if len(renewed) != len(ids):
-            held_still = set(Run.objects.filter(
-                pk__in=[pk for pk in ids if pk not in renewed], lease_owner=owner,
-                status=RunStatus.RUNNING).values_list("pk", flat=True))
-        for h in mine:
-            if h.run.pk in renewed:
-                h.run.lease_expires_at = until
-            elif h.run.pk in held_still:
-                h.retry = True
-            else:
-                lost.add(id(h))
-    return lost
-
-
-_RENEW_SKIP_LOCKED = (
-    "UPDATE runs_run SET lease_expires_at = %s WHERE id IN (SELECT id FROM runs_run "
-    "WHERE id = ANY(%s) AND lease_owner = %s AND status = %s FOR UPDATE SKIP LOCKED) "
-    "RETURNING id")
-
-
-def _renew_ids(ids: list, owner: str, until: dt.datetime) -> set:
-    """Push the leases of ``ids`` still held by ``owner`` to ``until``; return those renewed."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute(_RENEW_SKIP_LOCKED, [until, ids, owner, RunStatus.RUNNING.value])
-            return {row[0] for row in cur.fetchall()}
-    kept = Run.objects.filter(pk__in=ids, lease_owner=owner, status=RunStatus.RUNNING)
-    pks = set(kept.values_list("pk", flat=True))
-    kept.update(lease_expires_at=until)
-    return pks
 
 
 def _renew_chunk(held: list[_Held], ttl: float) -> set[int]:
@@ -219,52 +176,63 @@ def _renew_chunk(held: list[_Held], ttl: float) -> set[int]:
 _KEEPER = _Keeper()
 
 
+def _by_keeper_process() -> bool:
+    """Return True when this thread's run is kept by the keeper process (a slot on PostgreSQL)."""
+    return on_slot() and connection.vendor == "postgresql"
+
+
 @contextmanager
 def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
                *, every_s: float | None = None) -> Iterator[Callable[[], bool]]:
-    """Renew the lease in the background while the block runs (long model and tool calls).
+    """Keep the lease while the block runs (long model and tool calls); cancel tokens if lost.
 
-    The first renewal happens after ``every_s`` (a third of the TTL), so short calls never
-    touch the database from a second thread. The calling thread's database connection goes
-    back to the pool first (runs.slots.db_release): nobody holds one while waiting.
+    Off a PostgreSQL slot the keeper thread renews it, the first time after ``every_s`` (a
+    third of the TTL), so short calls never touch the database from a second thread. On
+    one, the keeper process already renews the whole tick: only the tokens are registered.
+    The calling thread's database connection goes back to the pool first
+    (runs.slots.db_release): nobody holds one while waiting.
     """
     live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
     beat = heartbeat_for(run, owner, tokens)
+    process = _by_keeper_process()
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
-    # On a run slot the whole tick is kept (lease_ticked): only tool tokens need this hold.
-    key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
-                            due=clock.monotonic() + interval)) if tokens or not on_slot() else 0
+    if process:
+        key = keeper_watch(run.pk, tokens) if tokens else 0
+    else:
+        key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
+                                due=clock.monotonic() + interval))
     db_release()
     try:
         yield beat
     finally:
         try:
-            # Take a connection back while the keeper still renews: on a busy host the wait
+            # Take a connection back while the lease is still kept: on a busy host the wait
             # for one from the pool can outlast what is left of the lease.
             connection.ensure_connection()
         finally:
-            _KEEPER.remove(key)
+            if process:
+                keeper_unwatch(run.pk, key)
+            else:
+                _KEEPER.remove(key)
 
 
 @contextmanager
-def lease_ticked(run: Run, owner: str) -> Iterator[None]:
-    """Keep the lease of a run slot's whole tick renewed by the process's one keeper thread.
+def lease_ticked(run_id: Any, owner: str) -> Iterator[None]:
+    """Keep the lease of a run slot's whole tick renewed by the worker's keeper process.
 
-    On a saturated host a slot thread can wait seconds between two commits (for the GIL,
-    for a pooled connection); its lease must not expire because the worker is busy. The
-    keeper renews every run a slot holds in one UPDATE per interval, matching the run id,
-    the owner and status running, so the fence is unchanged: a run recovered or claimed by
+    Entered before the claim, so the keeper's first renewal comes a third of the TTL after
+    it however long this thread then waits (for the GIL, for a pooled connection); the
+    keeper waits for the claim to commit before it counts a miss as lost. It renews by run
+    id, owner and status running, so the fence is unchanged: a run recovered or claimed by
     another worker, or cancelled, no longer matches, and the slot's next commit (version
-    checked) raises LeaseLost. A paused process pauses its keeper too, so its leases expire.
-    Off a run slot (in-process ticks, SQLite's one run at a time) this does nothing.
+    checked) raises LeaseLost. A stopped worker's keeper renews nothing, so its leases
+    expire. Off a PostgreSQL slot (in-process ticks, SQLite) this does nothing.
     """
-    if not on_slot():
+    if not _by_keeper_process():
         yield
         return
-    interval = settings.AGENTOPS_LEASE_TTL_S / 3
-    key = _KEEPER.add(_Held(run=run, owner=owner, tokens=(), interval=interval,
-                            due=clock.monotonic() + interval, whole_tick=True))
+    keeper_hold(run_id, owner)
     try:
         yield
     finally:
-        _KEEPER.remove(key)
+        keeper_release(run_id, owner)

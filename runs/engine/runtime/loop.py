@@ -52,11 +52,12 @@ def run_tick(run_id: object, *, worker: str, slice_s: float | None = None) -> st
 
 
 def _tick(run_id: object, worker: str, slice_s: float | None) -> str:
-    run = run_claim(run_id=run_id, owner=worker, ttl_s=settings.AGENTOPS_LEASE_TTL_S)
-    if run is None:
-        return "not_claimed"
-    telemetry.tick_event("claimed by %s (version %d)", worker, run.version)
-    with lease_ticked(run, worker):
+    # Held before the claim: the first renewal is on time however long this thread waits next.
+    with lease_ticked(run_id, worker):
+        run = run_claim(run_id=run_id, owner=worker, ttl_s=settings.AGENTOPS_LEASE_TTL_S)
+        if run is None:
+            return "not_claimed"
+        telemetry.tick_event("claimed by %s (version %d)", worker, run.version)
         return _ticked(run, worker, slice_s)
 
 

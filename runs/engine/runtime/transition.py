@@ -73,6 +73,9 @@ def run_transition(
 
 def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
     """Take the lease of a queued run for ``owner``; return None when someone else has it."""
+    # The clock is read once a connection is in hand: a long wait in the pool's queue must
+    # not hand out a lease already that much shorter.
+    connection.ensure_connection()
     now = clock.now()
     with transaction.atomic():
         run = _claimed(run_id, owner, now + dt.timedelta(seconds=ttl_s))

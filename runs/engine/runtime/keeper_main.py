@@ -1,0 +1,171 @@
+"""The lease keeper process: renews a worker's run leases outside the worker's interpreter lock.
+
+A q2 worker process with hundreds of run slots (runs.slots) keeps their leases alive even
+while its threads queue for the GIL for seconds: it starts this small program as a child
+(runs.engine.runtime.keeper) and tells it which runs it holds. The keeper imports psycopg
+and the standard library only (no Django), so it starts in a few tens of milliseconds.
+
+Protocol, one line each. stdin: ``hold <run id> <owner>`` / ``release <run id> <owner>``.
+stdout: ``lost <run id>`` for a run no longer leased to its owner (recovered, claimed by
+another worker, cancelled, ended); the worker cancels that run's tool tokens.
+
+Every ``ttl / 3`` s it renews every held run in one statement per owner, matching run id,
+owner and status ``running`` (never the version: the slot's own commits bump it
+meanwhile, and renewal never bumps it, so the fence is unchanged). A row locked right now
+is being committed by its slot: SKIP LOCKED passes over it and it is retried 0.2 s later,
+not reported lost. A hold whose run has never matched yet is the claim still in flight
+(the worker holds a run before claiming it, so the first renewal is on time): it waits,
+and is reported lost only once it has matched, or after a whole TTL.
+
+The expiry is this host's wall clock + TTL, the clock the worker's claim and every host's
+sweeper (``lease_expires_at < clock.now()``) read, so all writers of the column agree.
+
+It pauses with its worker: each round reads ``/proc/<worker pid>/stat``; a stopped worker
+(state T, SIGSTOP or a debugger) gets nothing renewed, so its leases expire and the sweeper
+recovers its runs, as for a frozen VM. It exits when its worker is gone (stdin closed,
+the pid gone, or this process re-parented), so a SIGKILLed worker leaves no renewing orphan.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import select
+import sys
+import time
+from dataclasses import dataclass
+
+import psycopg
+
+_RENEW = (
+    "UPDATE runs_run SET lease_expires_at = %s WHERE id IN (SELECT id FROM runs_run "
+    "WHERE id = ANY(%s::uuid[]) AND lease_owner = %s AND status = 'running' "
+    "FOR UPDATE SKIP LOCKED) RETURNING id::text")
+# A plain SELECT waits on no row lock: it tells a row being committed (still ours) from a lost one.
+_STILL_HELD = ("SELECT id::text FROM runs_run WHERE id = ANY(%s::uuid[]) AND lease_owner = %s "
+               "AND status = 'running'")
+_RETRY_S = 0.2
+_POLL_S = 0.1
+
+
+@dataclass
+class Hold:
+    """A run this keeper renews for one owner."""
+
+    owner: str
+    since: float
+    matched: bool = False  # renewed at least once: from then on a miss means lost
+
+
+class Keeper:
+    """The held runs and one renewal round; the I/O loop lives in ``main``."""
+
+    def __init__(self, dsn: str, ttl_s: float, worker_pid: int) -> None:
+        self.dsn, self.ttl_s, self.worker_pid = dsn, ttl_s, worker_pid
+        self.parent = os.getppid()
+        self.holds: dict[str, Hold] = {}
+        self.conn: psycopg.Connection | None = None
+        self.due = time.monotonic()
+
+    def command(self, line: str) -> None:
+        """Apply one ``hold``/``release`` line from the worker."""
+        parts = line.split()
+        if len(parts) != 3:
+            return
+        verb, run_id, owner = parts
+        if verb == "hold":
+            self.holds[run_id] = Hold(owner=owner, since=time.monotonic())
+            self.due = min(self.due, time.monotonic() + self.ttl_s / 3)
+        elif verb == "release" and run_id in self.holds and self.holds[run_id].owner == owner:
+            del self.holds[run_id]
+
+    def worker_state(self) -> str:
+        """Return the worker's process state letter ('' once it is gone or we were orphaned)."""
+        if os.getppid() != self.parent:
+            return ""
+        try:
+            with open(f"/proc/{self.worker_pid}/stat") as f:
+                # "pid (comm) S ...": the name may hold spaces and parentheses.
+                return f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return ""
+
+    def round(self) -> list[str]:
+        """Renew every held run once; return the ids found lost (dropped from the holds)."""
+        now = time.monotonic()
+        self.due = now + self.ttl_s / 3
+        until = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=self.ttl_s)
+        lost: list[str] = []
+        for owner in {h.owner for h in self.holds.values()}:
+            ids = [i for i, h in self.holds.items() if h.owner == owner]
+            renewed, still = self._renew(ids, owner, until)
+            for run_id in ids:
+                hold = self.holds[run_id]
+                if run_id in renewed:
+                    hold.matched = True
+                elif run_id in still or (not hold.matched and now - hold.since < self.ttl_s):
+                    self.due = min(self.due, now + _RETRY_S)
+                else:
+                    del self.holds[run_id]
+                    lost.append(run_id)
+        return lost
+
+    def _renew(self, ids: list[str], owner: str, until: dt.datetime) -> tuple[set, set]:
+        if self.conn is None or self.conn.closed:
+            self.conn = psycopg.connect(self.dsn, autocommit=True)
+        with self.conn.cursor() as cur:
+            cur.execute(_RENEW, [until, ids, owner])
+            renewed = {row[0] for row in cur.fetchall()}
+            still: set = set()
+            if len(renewed) < len(ids):
+                cur.execute(_STILL_HELD, [[i for i in ids if i not in renewed], owner])
+                still = {row[0] for row in cur.fetchall()}
+        return renewed, still
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"lease keeper {os.getpid()}: {text}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Keep the worker's leases until it is gone; the DSN comes in AGENTOPS_KEEPER_DSN."""
+    parser = argparse.ArgumentParser(prog="keeper_main")
+    parser.add_argument("--ttl", type=float, required=True)
+    parser.add_argument("--worker-pid", type=int, required=True)
+    args = parser.parse_args(argv)
+    keeper = Keeper(os.environ["AGENTOPS_KEEPER_DSN"], args.ttl, args.worker_pid)
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0], [], [], _POLL_S)
+        if ready:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return 0  # the worker closed the pipe: it stopped or died
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                keeper.command(line.decode())
+        state = keeper.worker_state()
+        if not state or state == "Z":
+            return 0
+        if state in "Tt" or time.monotonic() < keeper.due or not keeper.holds:
+            continue  # a stopped worker's leases must expire: renew nothing
+        try:
+            lost = keeper.round()
+        except psycopg.Error as exc:  # the database is away: retry soon on a new connection
+            _say(f"renewal of {len(keeper.holds)} leases failed: {exc}")
+            if keeper.conn is not None:
+                keeper.conn.close()
+            keeper.due = time.monotonic() + _RETRY_S
+            continue
+        if lost:
+            try:
+                sys.stdout.write("".join(f"lost {run_id}\n" for run_id in lost))
+                sys.stdout.flush()
+            except BrokenPipeError:
+                return 0  # the worker is gone
+
+
+if __name__ == "__main__":
+    sys.exit(main())

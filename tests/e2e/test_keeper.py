@@ -1,0 +1,154 @@
+"""The lease keeper process of a real worker: it pauses with a stopped worker, dies with a killed
+one, and keeps a busy one's leases.
+
+Real ``agentops worker`` hosts (one q2 process each, run slots on PostgreSQL) run
+``bench-remote`` runs against a real model server (bench.model_server) that sleeps on every
+call. The q2 process starts its keeper (``python -m runs.engine.runtime.keeper_main``) on
+its first slotted tick.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from bench.model_server import model_server_start
+from runs.models import Event, Run
+from runs.services import run_start
+from tests.e2e.workers import Worker
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+TTL_S, SWEEP_S = 3.0, 0.5
+
+
+@contextmanager
+def _hosts(tmp_path: Path, n: int, *, delay_s: float, calls: int) -> Iterator[list[Worker]]:
+    """A model server and ``n`` worker hosts (one q2 process each) serving bench-remote."""
+    import bench.agents  # noqa: F401  (registers bench-remote in this process too)
+
+    server, url = model_server_start(delay_s, calls)
+    hosts = [Worker(f"k{i}", tmp_path, env={
+        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_LEASE_TTL_S": str(TTL_S), "AGENTOPS_SWEEP_INTERVAL_S": str(SWEEP_S),
+        "AGENTOPS_TICK_SLICE_S": "20"}) for i in range(n)]
+    for host in hosts:
+        host.start()
+    try:
+        yield hosts
+    finally:
+        for host in hosts:
+            host.resume()
+            host.stop()
+        server.kill()
+        server.wait(5)
+
+
+def _wait(predicate, within_s: float, what: str):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {within_s}s waiting for {what}")
+
+
+def _owners_in(host: Worker, ids: list) -> dict:
+    """Return {run id: owner} of the runs a q2 process of ``host`` holds now."""
+    pids = host.pids()
+    return {pk: owner for pk, owner in Run.objects.filter(pk__in=ids, status="running")
+            .values_list("pk", "lease_owner") if int(owner.rsplit(":", 1)[1]) in pids}
+
+
+def _keeper_of(worker_pid: int) -> int:
+    """Return the pid of the keeper process the q2 process ``worker_pid`` started."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(worker_pid)],
+                         capture_output=True, text=True).stdout
+    found = [int(line.split()[0]) for line in out.splitlines() if "keeper_main" in line]
+    assert len(found) == 1, out
+    return found[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(settings, tmp_path):
+    """SIGSTOP one q2 process (its keeper left running): its leases expire within TTL +
+    sweep, and the other host recovers and claims every one of its runs."""
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    with _hosts(tmp_path, 2, delay_s=0.5, calls=1000) as (a, b):
+        ids = [run_start(agent="bench-remote", goal=f"stop {i}", input={}).pk for i in range(12)]
+        held = _wait(lambda: _owners_in(a, ids), 40, "host a to hold runs")
+        time.sleep(1.5)  # a full renewal round under way
+        held = _owners_in(a, ids)
+        owner = next(iter(held.values()))
+        worker_pid = int(owner.rsplit(":", 1)[1])
+        keeper_pid = _keeper_of(worker_pid)
+        os.killpg(a.proc.pid, signal.SIGSTOP)  # the whole host: q2 must not hoard the ticks
+        os.kill(keeper_pid, signal.SIGCONT)  # ... but its keeper runs on, and must pause
+        stopped = time.monotonic()
+
+        def recovered() -> bool:
+            return Event.objects.filter(run_id__in=held, type="run.recovered",
+                                        data__lost_owner=owner).count() == len(held)
+
+        _wait(recovered, TTL_S + SWEEP_S + 6, f"the {len(held)} runs of the stopped worker "
+                                              "to be recovered")
+        took = time.monotonic() - stopped
+        assert _alive(keeper_pid), "the keeper of a stopped (not dead) worker exited"
+        b_pids = b.pids()
+        _wait(lambda: all(int(o.rsplit(":", 1)[1]) in b_pids for o in Run.objects.filter(
+            pk__in=held).values_list("lease_owner", flat=True) if o), 20,
+            "host b to claim the recovered runs")
+    print(f"keeper: {len(held)} runs of a stopped worker recovered {took:.1f}s after SIGSTOP")
+    assert took >= TTL_S - 1.2, f"leases of a stopped worker ended after {took:.1f}s"
+
+
+def test_a_killed_worker_s_keeper_exits_within_a_second(settings, tmp_path):
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    with _hosts(tmp_path, 1, delay_s=0.5, calls=1000) as (a,):
+        ids = [run_start(agent="bench-remote", goal=f"kill {i}", input={}).pk for i in range(3)]
+        held = _wait(lambda: _owners_in(a, ids), 40, "the worker to hold runs")
+        worker_pid = int(next(iter(held.values())).rsplit(":", 1)[1])
+        keeper_pid = _keeper_of(worker_pid)
+        os.kill(worker_pid, signal.SIGKILL)  # the q2 process alone: no handler runs
+        killed = time.monotonic()
+        _wait(lambda: not _alive(keeper_pid), 3, "the keeper to exit")
+        gone = time.monotonic() - killed
+    assert gone < 1.0, f"the keeper outlived its worker by {gone:.2f}s"
+
+
+_BURN = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
+
+
+def test_a_busy_worker_loses_no_lease(settings, tmp_path):
+    """120 runs in flight in one q2 process while two CPU burners load the host's 2 cores:
+    the slot threads queue for the GIL and the CPU, the keeper process still renews every
+    lease (0 recoveries) and every run finishes."""
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    burners = [subprocess.Popen([sys.executable, "-c", _BURN]) for _ in range(2)]
+    try:
+        with _hosts(tmp_path, 1, delay_s=0.3, calls=6) as (a,):
+            ids = [run_start(agent="bench-remote", goal=f"busy {i}", input={}).pk
+                   for i in range(120)]
+            _wait(lambda: not Run.objects.filter(pk__in=ids).exclude(
+                status="succeeded").exists(), 50, "the runs to finish")
+    finally:
+        for p in burners:
+            p.kill()
+            p.wait(5)
+    recovered = list(Event.objects.filter(run_id__in=ids, type="run.recovered")
+                     .values_list("data", flat=True))
+    assert not recovered, (len(recovered), recovered[:3])
