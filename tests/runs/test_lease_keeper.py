@@ -136,8 +136,13 @@ def test_a_stopped_worker_gets_nothing_renewed_and_an_ended_one_ends_its_keeper(
         worker.kill()
 
 
-def test_the_keeper_exits_when_its_worker_closes_the_pipe(engine):
+def test_the_keeper_outlives_sigterm_and_exits_when_its_worker_closes_the_pipe(engine):
+    """A stopping host signals its whole group; the worker then drains its slots, leases kept."""
     with _keeper() as proc:
+        time.sleep(1.0)  # started: psycopg imported, the signals ignored
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None
         proc.stdin.close()
         assert proc.wait(timeout=1.5) == 0
 

@@ -13,9 +13,10 @@ Every ``ttl / 3`` s it renews every held run in one statement per owner, matchin
 owner and status ``running`` (never the version: the slot's own commits bump it
 meanwhile, and renewal never bumps it, so the fence is unchanged). A row locked right now
 is being committed by its slot: SKIP LOCKED passes over it and it is retried 0.2 s later,
-not reported lost. A hold whose run has never matched yet is the claim still in flight
-(the worker holds a run before claiming it, so the first renewal is on time): it waits,
-and is reported lost only once it has matched, or after a whole TTL.
+not reported lost. A hold whose run has never matched yet is a claim still in flight (the
+worker holds a run before claiming it, so the first renewal is on time however long the
+claim waits for a pooled connection): it is tried again every round and never reported
+lost; the worker releases it if the claim fails.
 
 The expiry is this host's wall clock + TTL, the clock the worker's claim and every host's
 sweeper (``lease_expires_at < clock.now()``) read, so all writers of the column agree.
@@ -24,6 +25,8 @@ It pauses with its worker: each round reads ``/proc/<worker pid>/stat``; a stopp
 (state T, SIGSTOP or a debugger) gets nothing renewed, so its leases expire and the sweeper
 recovers its runs, as for a frozen VM. It exits when its worker is gone (stdin closed,
 the pid gone, or this process re-parented), so a SIGKILLed worker leaves no renewing orphan.
+It ignores SIGTERM and SIGINT (sent to the whole process group when a worker host stops):
+the worker drains its slots after those, and their leases must be kept until it exits.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import argparse
 import datetime as dt
 import os
 import select
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -53,7 +57,6 @@ class Hold:
     """A run this keeper renews for one owner."""
 
     owner: str
-    since: float
     matched: bool = False  # renewed at least once: from then on a miss means lost
 
 
@@ -74,7 +77,7 @@ class Keeper:
             return
         verb, run_id, owner = parts
         if verb == "hold":
-            self.holds[run_id] = Hold(owner=owner, since=time.monotonic())
+            self.holds[run_id] = Hold(owner=owner)
             self.due = min(self.due, time.monotonic() + self.ttl_s / 3)
         elif verb == "release" and run_id in self.holds and self.holds[run_id].owner == owner:
             del self.holds[run_id]
@@ -103,11 +106,12 @@ class Keeper:
                 hold = self.holds[run_id]
                 if run_id in renewed:
                     hold.matched = True
-                elif run_id in still or (not hold.matched and now - hold.since < self.ttl_s):
+                elif run_id in still:
                     self.due = min(self.due, now + _RETRY_S)
-                else:
+                elif hold.matched:
                     del self.holds[run_id]
                     lost.append(run_id)
+                # else a claim still in flight: it matches next round, or the worker releases it
         return lost
 
     def _renew(self, ids: list[str], owner: str, until: dt.datetime) -> tuple[set, set]:
@@ -134,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttl", type=float, required=True)
     parser.add_argument("--worker-pid", type=int, required=True)
     args = parser.parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     keeper = Keeper(os.environ["AGENTOPS_KEEPER_DSN"], args.ttl, args.worker_pid)
     pending = b""
     while True:
