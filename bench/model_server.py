@@ -72,6 +72,9 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 2048  # hundreds of runs connect at once
     daemon_threads = True
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a killed or stopped worker drops its connections: expected, not worth a trace
+
 
 def model_server_start(delay_s: float, steps: int) -> tuple[subprocess.Popen, str]:
     """Start this server in its own process; return it and its OpenAI base URL."""
