@@ -157,20 +157,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if state in "Tt" or time.monotonic() < keeper.due or not keeper.holds:
             continue  # a stopped worker's leases must expire: renew nothing
+        if not _renew_and_report(keeper):
+            return 0
+
+
+def _renew_and_report(keeper: Keeper) -> bool:
+    """Run one renewal round and print the lost runs; return False once the worker is gone."""
+    try:
+        lost = keeper.round()
+    except psycopg.Error as exc:  # the database is away: retry soon on a new connection
+        _say(f"renewal of {len(keeper.holds)} leases failed: {exc}")
+        if keeper.conn is not None:
+            keeper.conn.close()
+        keeper.due = time.monotonic() + _RETRY_S
+        return True
+    if lost:
         try:
-            lost = keeper.round()
-        except psycopg.Error as exc:  # the database is away: retry soon on a new connection
-            _say(f"renewal of {len(keeper.holds)} leases failed: {exc}")
-            if keeper.conn is not None:
-                keeper.conn.close()
-            keeper.due = time.monotonic() + _RETRY_S
-            continue
-        if lost:
-            try:
-                sys.stdout.write("".join(f"lost {run_id}\n" for run_id in lost))
-                sys.stdout.flush()
-            except BrokenPipeError:
-                return 0  # the worker is gone
+            sys.stdout.write("".join(f"lost {run_id}\n" for run_id in lost))
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return False
+    return True
 
 
 if __name__ == "__main__":
