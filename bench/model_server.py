@@ -81,6 +81,12 @@ def model_server_start(delay_s: float, steps: int) -> tuple[subprocess.Popen, st
     return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
 
 
+def model_env(url: str) -> dict[str, str]:
+    """Return the settings (as environment) that make the configured model this server."""
+    return {"AGENTOPS_MODEL_PROVIDER": "openai", "AGENTOPS_MODEL_BASE_URL": url,
+            "AGENTOPS_MODEL_NAME": "sleepy", "AGENTOPS_MODEL_TIMEOUT_S": "120"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--delay", type=float, default=1.0)

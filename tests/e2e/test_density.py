@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from bench.model_server import model_server_start
+from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.e2e.workers import Worker
@@ -36,7 +36,7 @@ def _remote_worker(name: str, tmp_path: Path, *, delay_s: float, calls: int,
 
     proc, url = model_server_start(delay_s, calls)
     worker = Worker(name, tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "1",
         **env})
     worker.start()
     try:
@@ -156,3 +156,4 @@ def test_a_full_process_pushes_back_and_its_runs_take_turns(settings, tmp_path):
     sliced = Event.objects.filter(run_id__in=ids, type="run.status",
                                   data__reason="slice_ended").count()
     assert sliced > 0, "no run gave its slot up at the end of its slice"
+
