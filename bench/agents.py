@@ -1,9 +1,6 @@
 """Agents the engine benchmarks run: a scripted model asking for one no-op tool per turn."""
 from __future__ import annotations
 
-import itertools
-import threading
-
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptContext, ScriptedModel, call, say
 from agentops.llm.protocol import ModelReply, ToolCallRequest, Usage
@@ -65,29 +62,8 @@ registry.register(Agent(name="bench-slow", version="1", system_prompt="Benchmark
                         model=lambda: ScriptedModel(_slow_script), max_turns_per_step=100_000))
 
 
-def _remote_model():
-    """A real OpenAI-compatible client to bench.model_server.
-
-    Eight clients shared by every thread of the process (each keeps its own HTTP connection
-    pool of up to 100): building one per tick would cost more CPU than the step itself.
-    """
-    import os
-
-    from agentops.llm.openai_compat import OpenAICompatClient
-
-    with _REMOTE_LOCK:
-        if not _REMOTE:
-            _REMOTE.extend(OpenAICompatClient(base_url=os.environ["BENCH_MODEL_URL"], api_key="",
-                                              model="sleepy", timeout_s=120)
-                           for _ in range(8))
-        mine = _PICK.__dict__.setdefault("i", next(_ROUND) % len(_REMOTE))
-    return _REMOTE[mine]
-
-
-_REMOTE: list = []
-_REMOTE_LOCK = threading.Lock()
-_PICK = threading.local()
-_ROUND = itertools.count()
+# The model the settings configure (agentops.llm.configured: one client per process), which
+# bench.model_server.model_settings() points at a local bench.model_server.
 registry.register(Agent(name="bench-remote", version="1", system_prompt="Benchmark.",
-                        tools=[noop], plan=[StepSpec("s")], model=_remote_model,
+                        tools=[noop], plan=[StepSpec("s")],
                         max_turns_per_step=100_000))

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import engine_env  # noqa: E402
-from bench.model_server import model_server_start  # noqa: E402
+from bench.model_server import model_env, model_server_start  # noqa: E402
 
 os.environ.setdefault("BENCH_ENGINE_DATABASE_URL",
                       "postgres://postgres@127.0.0.1:5432/agentops_bench_density")
@@ -47,7 +47,7 @@ STEPS = int(os.environ.get("BENCH_STEPS", "20"))
 def _worker(model_url: str) -> subprocess.Popen:
     """Start one worker host with the default settings (only the agents and the model)."""
     env = {**os.environ, "DATABASE_URL": bench_url(), "AGENTOPS_AGENTS": "bench.agents",
-           "BENCH_MODEL_URL": model_url,
+           **model_env(model_url),
            "LOG_LEVEL": os.environ.get("BENCH_WORKER_LOG_LEVEL", "ERROR")}
     for knob in ("AGENTOPS_ENQUEUE_TICKS", "AGENTOPS_TICK_SLICE_S", "TEST_DATABASE_NAME"):
         env.pop(knob, None)

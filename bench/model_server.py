@@ -51,6 +51,9 @@ def reply_for(request: dict[str, Any], steps: int) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connections
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits
+    # for the client's delayed ACK of the headers (~20-40 ms a call, which no real server adds).
+    disable_nagle_algorithm = True
     delay_s = 1.0
     steps = 3
 
@@ -82,6 +85,12 @@ def model_server_start(delay_s: float, steps: int) -> tuple[subprocess.Popen, st
     proc = subprocess.Popen([sys.executable, "-m", "bench.model_server", "--delay", str(delay_s),
                              "--steps", str(steps)], cwd=root, stdout=subprocess.PIPE)
     return proc, f"http://127.0.0.1:{int(proc.stdout.readline())}/v1"
+
+
+def model_env(url: str) -> dict[str, str]:
+    """Return the settings (as environment) that make the configured model this server."""
+    return {"AGENTOPS_MODEL_PROVIDER": "openai", "AGENTOPS_MODEL_BASE_URL": url,
+            "AGENTOPS_MODEL_NAME": "sleepy", "AGENTOPS_MODEL_TIMEOUT_S": "120"}
 
 
 def main() -> None:

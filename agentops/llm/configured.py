@@ -3,18 +3,30 @@
 ``AGENTOPS_MODEL_PROVIDER`` picks the client ("openai" for any OpenAI-compatible endpoint:
 OpenAI, vLLM, Ollama, llama.cpp; "anthropic" for the Messages API); the other
 ``AGENTOPS_MODEL_*`` settings configure it. An Agent without ``model=`` uses this.
-This is the only module that knows both clients; they know neither it nor each other.
+This is the only module that knows both clients; they know neither it nor each other. Each
+is imported only when asked for, so a process loads one provider's SDK, not both.
+
+A process keeps ONE configured client (``model_from_settings``): its HTTP pool keeps a
+connection per run in flight alive, instead of a new client (and TCP/TLS set-up) per run.
+It is rebuilt when the settings it was built from change (tests override them).
 """
 from __future__ import annotations
+
+import threading
 
 from django.conf import settings
 
 from agentops.errors import ConfigError
 from agentops.llm.protocol import ModelClient, ModelOptions
-from agentops.llm.openai_compat import OpenAICompatClient
-from agentops.llm.anthropic_client import AnthropicClient
 
 PROVIDERS = ("openai", "anthropic")
+_KNOBS = ("AGENTOPS_MODEL_PROVIDER", "AGENTOPS_MODEL_BASE_URL", "AGENTOPS_MODEL_API_KEY",
+          "AGENTOPS_MODEL_NAME", "AGENTOPS_MODEL_TIMEOUT_S", "AGENTOPS_MODEL_CONTEXT_WINDOW",
+          "AGENTOPS_MODEL_TOOL_CHOICE", "AGENTOPS_MODEL_FORCE_TURNS",
+          "AGENTOPS_MODEL_STRICT_TOOLS", "AGENTOPS_MODEL_REPAIR_TURNS", "AGENTOPS_MODEL_STREAM",
+          "AGENTOPS_MODEL_MAX_TOKENS", "AGENTOPS_RUNS_IN_FLIGHT")
+_cached: dict[str, object] = {"key": None, "client": None}
+_cache_lock = threading.Lock()
 
 
 def _setting(name: str, default: object = "") -> object:
@@ -55,7 +67,22 @@ def model_options() -> ModelOptions:
 
 
 def model_from_settings(options: ModelOptions | None = None) -> ModelClient:
-    """Return the configured provider's client, or raise ConfigError saying what to set."""
+    """Return the configured provider's client, or raise ConfigError saying what to set.
+
+    Without ``options`` this is the process's one configured client, built on first use and
+    again only when one of the settings it reads has changed.
+    """
+    if options is not None:
+        return _build(options)
+    key = tuple(repr(_setting(name, None)) for name in _KNOBS)
+    with _cache_lock:
+        if _cached["key"] != key:
+            _cached["client"] = _build(None)
+            _cached["key"] = key
+        return _cached["client"]  # type: ignore[return-value]
+
+
+def _build(options: ModelOptions | None) -> ModelClient:
     if model_provider() == "anthropic":
         return anthropic_from_settings(options)
     return openai_from_settings(options)
@@ -72,6 +99,8 @@ def _require(*names: str, provider: str) -> None:
 def openai_from_settings(options: ModelOptions | None = None) -> ModelClient:
     """Return an OpenAICompatClient built from the AGENTOPS_MODEL_* settings."""
     _require("AGENTOPS_MODEL_BASE_URL", "AGENTOPS_MODEL_NAME", provider="OpenAI-compatible")
+    from agentops.llm.openai_compat import OpenAICompatClient
+
     return OpenAICompatClient(
         base_url=str(_setting("AGENTOPS_MODEL_BASE_URL")),
         api_key=str(_setting("AGENTOPS_MODEL_API_KEY") or ""),
@@ -79,12 +108,15 @@ def openai_from_settings(options: ModelOptions | None = None) -> ModelClient:
         timeout_s=float(_setting("AGENTOPS_MODEL_TIMEOUT_S", 60)),
         context_window=int(_setting("AGENTOPS_MODEL_CONTEXT_WINDOW", 8192)),
         options=options or model_options(),
+        keep_alive=_keep_alive(),
     )
 
 
 def anthropic_from_settings(options: ModelOptions | None = None) -> ModelClient:
     """Return an AnthropicClient built from the AGENTOPS_MODEL_* settings."""
     _require("AGENTOPS_MODEL_NAME", provider="Anthropic")
+    from agentops.llm.anthropic_client import AnthropicClient
+
     return AnthropicClient(
         base_url=str(_setting("AGENTOPS_MODEL_BASE_URL") or "") or None,
         api_key=str(_setting("AGENTOPS_MODEL_API_KEY") or ""),
@@ -93,3 +125,9 @@ def anthropic_from_settings(options: ModelOptions | None = None) -> ModelClient:
         context_window=int(_setting("AGENTOPS_MODEL_CONTEXT_WINDOW", 200_000)),
         options=options or model_options(),
     )
+
+
+def _keep_alive() -> int | None:
+    """Return the idle connections to keep: one per run in flight (None: the SDK's default)."""
+    in_flight = int(_setting("AGENTOPS_RUNS_IN_FLIGHT", 1) or 1)
+    return in_flight if in_flight > 1 else None

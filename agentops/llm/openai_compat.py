@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agentops.llm.protocol import (
     ModelError,
@@ -21,6 +22,9 @@ from agentops.llm.repair import complete_with_repair
 
 # The SDK refuses to build without a key; keyless local servers ignore the header anyway.
 _NO_KEY = "no-key"
+# What ``chat.completions.create`` passes besides the body: the API key as a bearer token.
+_REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
+_STREAM_CLS = openai.Stream[ChatCompletionChunk]
 
 
 class OpenAICompatClient:
@@ -34,14 +38,18 @@ class OpenAICompatClient:
         timeout_s: float = 60,
         context_window: int = 8192,
         options: ModelOptions | None = None,
+        keep_alive: int | None = None,
     ) -> None:
+        """``keep_alive``: idle connections the HTTP pool keeps open (None: the SDK's 100);
+        a worker process with N runs in flight shares one client and wants N."""
         self.model = model
         self.timeout_s = timeout_s
         self.context_window = context_window
         self.options = options or ModelOptions()
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
         self._sdk = openai.OpenAI(
-            base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0
+            base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0,
+            http_client=_http_client(timeout_s, keep_alive) if keep_alive else None,
         )
 
     def complete(
@@ -71,12 +79,20 @@ class OpenAICompatClient:
         """Send one request (streamed when ``sink`` is given) and return its reply."""
         try:
             if sink is None:
-                return self._reply(self._sdk.chat.completions.create(**params))
-            chunks = self._sdk.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True})
+                return self._reply(self._post(params, stream=False))
+            chunks = self._post({**params, "stream": True,
+                                 "stream_options": {"include_usage": True}}, stream=True)
             return _streamed(chunks, sink, model=self.model)
         except openai.APIError as exc:
             raise _model_error(exc) from None
+
+    def _post(self, body: dict[str, Any], *, stream: bool) -> Any:
+        """POST /chat/completions through the SDK's request path (auth, timeout, errors,
+        response parsing), as ``chat.completions.create`` does, but without its
+        ``maybe_transform`` of the body: a walk of the typed-dict annotations of every
+        message that cost more CPU than the rest of a step. The body is already plain JSON."""
+        return self._sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                              options=_REQUEST_OPTIONS, stream=stream, stream_cls=_STREAM_CLS)
 
     def _reply(self, completion: Any) -> ModelReply:
         """Convert an SDK ChatCompletion into a ModelReply."""
@@ -100,6 +116,19 @@ class OpenAICompatClient:
             finish_reason=finish,
             model=getattr(completion, "model", None) or self.model,
         )
+
+
+def _http_client(timeout_s: float, keep_alive: int) -> Any:
+    """Return the SDK's HTTP client whose pool keeps ``keep_alive`` idle connections.
+
+    The limits are built with the type of the SDK's own defaults, so this follows whichever
+    HTTP library the SDK ships with.
+    """
+    defaults = openai.DEFAULT_CONNECTION_LIMITS
+    limits = type(defaults)(max_connections=max(keep_alive, defaults.max_connections or 0),
+                            max_keepalive_connections=keep_alive,
+                            keepalive_expiry=defaults.keepalive_expiry)
+    return openai.DefaultHttpxClient(timeout=timeout_s, limits=limits)
 
 
 def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from bench.model_server import model_server_start
+from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.e2e.workers import Worker
@@ -36,7 +36,7 @@ def _remote_worker(name: str, tmp_path: Path, *, delay_s: float, calls: int,
 
     proc, url = model_server_start(delay_s, calls)
     worker = Worker(name, tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "1",
         **env})
     worker.start()
     try:
@@ -156,3 +156,18 @@ def test_a_full_process_pushes_back_and_its_runs_take_turns(settings, tmp_path):
     sliced = Event.objects.filter(run_id__in=ids, type="run.status",
                                   data__reason="slice_ended").count()
     assert sliced > 0, "no run gave its slot up at the end of its slice"
+
+
+def test_a_full_process_keeps_its_runs_past_their_slices_when_nobody_waits(settings, tmp_path):
+    """5 slots and 5 runs, each calling a 0.7 s model 5 times, slices of 1 s: every slot is
+    busy, but no run is queued, so no run gives its slot up (no re-enqueue through q2)."""
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    with _remote_worker("kept", tmp_path, delay_s=0.7, calls=4, env={
+            "AGENTOPS_RUNS_IN_FLIGHT": "5", "AGENTOPS_TICK_SLICE_S": "1"}):
+        ids = [run_start(agent="bench-remote", goal=f"kept {i}", input={}).pk
+               for i in range(5)]
+        _until_done(ids, within_s=60, each=lambda: None)
+    assert set(Run.objects.filter(pk__in=ids).values_list("status", flat=True)) == {"succeeded"}
+    sliced = Event.objects.filter(run_id__in=ids, type="run.status",
+                                  data__reason="slice_ended").count()
+    assert sliced == 0, f"{sliced} slices ended with nobody waiting for the slot"

@@ -65,6 +65,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
     """Build a request handler class bound to ``server``'s script."""
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers: clients reuse connections
+
         def do_POST(self) -> None:
             """Record the request, then answer as scripted."""
             length = int(self.headers.get("content-length", 0))
@@ -72,6 +74,7 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 {
                     "path": self.path,
                     "authorization": self.headers.get("authorization"),
+                    "peer": self.client_address,
                     "json": json.loads(self.rfile.read(length) or b"{}"),
                 }
             )
@@ -382,3 +385,31 @@ def test_from_settings_builds_a_working_client(settings: Any, fake: FakeServer) 
     )
     assert reply.text == "hi"
     assert fake.requests[0]["json"]["model"] == "fake-model"
+
+
+def test_the_body_goes_out_as_given(fake: FakeServer) -> None:
+    """The client posts its JSON body itself (no SDK transform): every message field, tool
+    schema and choice arrives unchanged, with the key as a bearer token."""
+    fake.answer = Canned(body=completion({"content": "ok"}))
+    messages = [{"role": "system", "content": "Be brief. é ✓"},
+                {"role": "user", "content": "weather?", "name": "ana"},
+                {"role": "assistant", "content": None, "tool_calls": [tool_call('{"city": "Lyon"}')]},
+                {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'}]
+    fake.client().complete(messages=messages, tools=TOOLS, tool_choice="get_weather",
+                           max_tokens=7)
+    sent = fake.requests[0]
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["authorization"] == f"Bearer {API_KEY}"
+    assert sent["json"] == {"model": "fake-model", "messages": messages, "tools": TOOLS,
+                            "tool_choice": {"type": "function",
+                                            "function": {"name": "get_weather"}},
+                            "max_tokens": 7}
+
+
+def test_a_kept_alive_pool_reuses_its_connection(fake: FakeServer) -> None:
+    """A client with a keep-alive pool sends one call after another on one TCP connection."""
+    fake.answer = Canned(body=completion({"content": "ok"}))
+    client = OpenAICompatClient(fake.base_url, API_KEY, "fake-model", timeout_s=5, keep_alive=4)
+    for _ in range(3):
+        client.complete(messages=[{"role": "user", "content": "x"}], tools=[])
+    assert len({r["peer"] for r in fake.requests}) == 1, [r["peer"] for r in fake.requests]

@@ -1,15 +1,18 @@
 """run_tick: a worker's turn at one run — claim, load, pre-flight, do units, let go.
 
 A tick does units until the run waits, ends, or its time slice is used up; then it puts the
-run back in the queue (the caller re-enqueues it). A run on a slot of a process that still has
-a free one (runs.slots) goes on past its slice: that process keeps taking ticks from q2, so
-nobody waits for it. Every commit carries the version the
+run back in the queue (the caller re-enqueues it). A run on a slot (runs.slots) keeps it past
+its slice while nobody waits for it: its process has a free slot (it keeps taking ticks from
+q2), or no run is queued at all. When others are queued and no slot is free, the slice ends.
+Every commit carries the version the
 worker last saw, so if anyone else touched the run the next write raises LeaseLost and the
 tick stops without writing.
 """
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Callable
 
 from django.conf import settings
 
@@ -26,6 +29,7 @@ from runs.engine.runtime.exceptions import run_exceptions_at_end
 from runs.engine.runtime.leases import lease_ticked
 from runs.engine.runtime.model_turn import PLAN_STEP, model_turn
 from runs.engine.runtime.outcomes import block
+from runs.engine.runtime.queue import run_others_queued
 from runs.engine.runtime.selfcheck import session_checked
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import load_state
@@ -36,7 +40,7 @@ from runs.errors import UnknownAgent, UnknownSchemaVersion
 from agentops.control import LeaseLost
 from runs.event_types import EventType
 from runs.models import Run
-from runs.slots import draining, slots_free
+from runs.slots import draining, on_slot, slots_free
 from runs.statuses import RunStatus, StepStatus
 
 _DONE = {StepStatus.SUCCEEDED, StepStatus.SKIPPED}
@@ -70,7 +74,7 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         look_at = clock.monotonic() + settings.AGENTOPS_YIELD_CHECK_S
         while not session.stopped:
             now = clock.monotonic()
-            if now >= deadline and slots_free():
+            if now >= deadline and _keeps_slot():
                 deadline = now + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
             if now >= deadline or draining():
                 session.commit([], to=RunStatus.QUEUED, reason="slice_ended")
@@ -87,14 +91,42 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         return "lease_lost"
 
 
+def _keeps_slot() -> bool:
+    """Return True when a run on a slot may go on past its slice: nobody waits for the slot.
+
+    Re-enqueueing every slice through q2 costs a commit, a queue round trip, a claim and a
+    state load for nothing when no run is queued.
+    """
+    if slots_free():
+        return True
+    return on_slot() and not draining() and not _lately("others_queued", run_others_queued)
+
+
 def _overdue_elsewhere(run: Run) -> bool:
     """Return True when a recovered run has waited past the grace for a worker."""
     if not settings.AGENTOPS_ENQUEUE_TICKS:
         return False  # ticks driven in process (tests, --inline): nobody else to yield to
     if slots_free():
         return False  # this process still takes ticks from q2: a recovered run gets a slot
-    return run_urgent_waiting(other_than=run.pk,
-                              grace_s=settings.AGENTOPS_URGENT_GRACE_S) is not None
+    # The asking run is running, never queued: the answer is the same for every run here.
+    return _lately("urgent_waiting", lambda: run_urgent_waiting(
+        other_than=run.pk, grace_s=settings.AGENTOPS_URGENT_GRACE_S) is not None)
+
+
+_asked: dict[str, tuple[float, bool]] = {}
+
+
+def _lately(question: str, ask: Callable[[], bool]) -> bool:
+    """Return ``ask()``, asked at most once per AGENTOPS_YIELD_CHECK_S by this process.
+
+    Hundreds of runs in flight in one process would otherwise each ask after every unit.
+    """
+    now = clock.monotonic()
+    at, answer = _asked.get(question, (-math.inf, False))
+    if not 0 <= now - at < settings.AGENTOPS_YIELD_CHECK_S:  # stale, or another clock (tests)
+        answer = ask()
+        _asked[question] = (now, answer)
+    return answer
 
 
 def session_open(run: Run, worker: str) -> RunSession | None:

@@ -13,6 +13,9 @@ from django.conf import settings
 from django.db import transaction
 from django_q.tasks import async_task
 
+from runs.models import Run
+from runs.statuses import RunStatus
+
 
 def worker_name() -> str:
     """Return this process's worker name (host:pid), used as the lease owner."""
@@ -24,6 +27,12 @@ def enqueue_tick(run_id: Any) -> None:
     if not settings.AGENTOPS_ENQUEUE_TICKS:
         return
     async_task("runs.tasks.tick", str(run_id), task_name=f"tick:{run_id}")
+
+
+def run_others_queued() -> bool:
+    """Return True when some run waits in the queue for a worker (the asking run is running,
+    so it is never among them): one index probe of ``(status, updated_at)``."""
+    return Run.objects.filter(status=RunStatus.QUEUED).exists()
 
 
 def run_enqueue(run_id: Any) -> None:
