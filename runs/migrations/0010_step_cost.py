@@ -1,6 +1,5 @@
-"""Time-ordered run ids; the (run, type, seq) event index leaves out the per-step types."""
+"""The (run, type, seq) event index leaves out the per-step types (written on every step)."""
 
-import agentops.clock
 from django.db import migrations, models
 
 
@@ -14,11 +13,6 @@ class Migration(migrations.Migration):
         migrations.RemoveIndex(
             model_name='event',
             name='event_run_type',
-        ),
-        migrations.AlterField(
-            model_name='run',
-            name='id',
-            field=models.UUIDField(default=agentops.clock.new_uuid, editable=False, primary_key=True, serialize=False),
         ),
         migrations.AddIndex(
             model_name='event',

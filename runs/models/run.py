@@ -1,20 +1,19 @@
 """The Run: the projection of a run's event log that the console and the workers query."""
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentops import clock
 from runs.statuses import ATTENTION, TERMINAL, BlockReason, RunStatus, WaitKind
 
 
 class Run(models.Model):
     """One agent run. Every column here is derived from events, updated with them."""
 
-    # Time-ordered (UUIDv7 layout): a new run's id sorts after the older ones, so inserts into
-    # this key and the (run, ...) indexes of events and ledger rows land at the right edge.
-    id = models.UUIDField(primary_key=True, default=clock.new_uuid, editable=False)
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent_name = models.CharField(max_length=100)
     agent_version = models.CharField(max_length=50)
     goal = models.TextField()
