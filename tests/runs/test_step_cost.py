@@ -96,3 +96,16 @@ def test_every_query_by_event_type_or_tool_still_has_an_index(run):
     assert _uses(by_run) == {"toolcall_unique_run_key"}
     by_key = ToolCall.objects.filter(run_id=run.pk, idempotency_key__in=["k1", "k2"]).order_by()
     assert _uses(by_key) == {"toolcall_unique_run_key"}
+
+
+def test_a_run_ending_right_after_its_last_step_keeps_that_steps_snapshot(engine):
+    from runs.engine.runtime.snapshots import load_state, replay_state
+    from runs.models import Snapshot
+
+    make_agent("one", {"s": [call("big", n=80), say("ok")]}, plan=["s"])  # > 4 KB of events
+    run = run_start(agent="one", goal="one big read")
+    assert drive(run) == "succeeded"
+    phases = list(Snapshot.objects.filter(run=run).order_by("seq").values_list("phase", "seq"))
+    # The step's end took a snapshot; the run's end a unit later adds a few events, no copy.
+    assert phases[-1][0] == "step_complete" and phases[-1][1] >= run.last_seq - 2
+    assert load_state(run.pk) == replay_state(run.pk)
