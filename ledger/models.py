@@ -14,7 +14,7 @@ class ToolCall(models.Model):
     # per column, which no query uses and every ledger insert would pay for.
     tool_call_id = models.CharField(max_length=40)
     provider_call_id = models.CharField(max_length=200, blank=True)
-    # (run, status) below serves lookups by run: no separate FK index on the insert path.
+    # toolcall_unique_run_key (run, idempotency_key) serves lookups by run: no FK index.
     # No database FK check on the three hottest inserts (events, ledger rows, attempts; each
     # cost ~13% of PostgreSQL's time per step, measured): their rows are written only in
     # the statement that updates and locks their run (runs.engine.runtime.unit_sql: every INSERT
@@ -63,12 +63,17 @@ class ToolCall(models.Model):
     class Meta:
         ordering = ["run", "turn", "index"]
         indexes = [
-            models.Index(fields=["run", "status"], name="toolcall_run_status"),
-            models.Index(fields=["tool", "status"], name="toolcall_tool_status"),
+            # Only the concurrency cap asks by tool, and only for running calls: a call is
+            # running for the length of a tool call, so this index stays tiny and a call
+            # recorded already settled (an inline read) writes no entry here.
+            models.Index(fields=["tool"], name="toolcall_tool_running",
+                         condition=Q(status=ToolCallStatus.RUNNING)),
         ]
         constraints = [
             models.UniqueConstraint(fields=["tool_call_id"], name="toolcall_unique_id"),
-            models.UniqueConstraint(fields=["idempotency_key"], name="toolcall_unique_key"),
+            # A key hashes its run's id (ledger.keys), so unique per run is unique; leading
+            # with the run, it also serves every lookup of a run's calls (by status, step...).
+            models.UniqueConstraint(fields=["run", "idempotency_key"], name="toolcall_unique_run_key"),
             models.CheckConstraint(
                 condition=Q(status__in=[s.value for s in ToolCallStatus]),
                 name="toolcall_status_valid",

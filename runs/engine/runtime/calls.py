@@ -52,7 +52,7 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
     for p in valid:
         p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name, args=p.args or {},
                                 turn=None if p.spec.is_write else turn)
-    existing = _existing([p.key for p in valid if p.spec.is_write])
+    existing = _existing(session.run.pk, [p.key for p in valid if p.spec.is_write])
     for p in valid:
         _next_generation(session, step, p, existing)
     rows, approvals, refused = [], [], []
@@ -91,7 +91,7 @@ def _next_generation(session: RunSession, step: str, p: PlannedCall,
         p.generation, p.supersedes = prior.generation + 1, prior.tool_call_id
         p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name,
                                 args=p.args or {}, generation=p.generation)
-        existing.update(_existing([p.key]))
+        existing.update(_existing(session.run.pk, [p.key]))
         prior = existing.get(p.key)
 
 
@@ -109,10 +109,10 @@ def _refused_row(session: RunSession, step: str, turn: int, p: PlannedCall) -> T
     )
 
 
-def _existing(keys: list[str]) -> dict[str, ToolCall]:
+def _existing(run_id: Any, keys: list[str]) -> dict[str, ToolCall]:
     if not keys:
         return {}
-    return {r.idempotency_key: r for r in ToolCall.objects.filter(idempotency_key__in=keys)}
+    return {r.idempotency_key: r for r in ToolCall.objects.filter(run_id=run_id, idempotency_key__in=keys)}
 
 
 def _dedup_result(p: PlannedCall, prior: ToolCall) -> NewEvent:

@@ -29,6 +29,7 @@ from runs.models import Run, Snapshot
 from runs.statuses import RunStatus, StepStatus
 
 SNAPSHOT_MIN_BYTES = 16_384
+_REST_TAIL_BYTES = 1_024  # events a resting run may have after its last snapshot
 _REST = {RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN,
          RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS, RunStatus.FAILED,
          RunStatus.CANCELLED}
@@ -173,8 +174,12 @@ class RunSession:
         # Amortised: a snapshot costs its size, so take one only when the events since the
         # last one add up to at least that much. Bytes written per event stay O(event).
         floor = max(SNAPSHOT_MIN_BYTES, self.last_snapshot_size)
+        if phase == "rest":
+            # A resting run loads from a snapshot plus at most a few events: one this session
+            # just took (a step's end, then the run's) serves, the rest replays in microseconds.
+            return self.last_snapshot_size == 0 or self.bytes_since_snapshot >= _REST_TAIL_BYTES
         if phase:
-            return self.bytes_since_snapshot >= SNAPSHOT_MIN_BYTES // 4 or phase == "rest"
+            return self.bytes_since_snapshot >= SNAPSHOT_MIN_BYTES // 4
         return self.bytes_since_snapshot >= floor
 
     def _snapshot(self, phase: str) -> RowsInsert:

@@ -65,6 +65,8 @@ class _Plan:
     pk: str
     cols: tuple[_Col, ...]
     natural: _Col | None  # a unique text column other rows of the unit can refer to
+    plain: tuple[tuple[str, str], ...]  # (column, attname): values go into the JSON as they are
+    rest: tuple[_Col, ...]  # stamped, foreign-key and converted columns
 
 
 @cache
@@ -81,7 +83,10 @@ def _plan(model: type[Model]) -> _Plan:
     natural = next((c for c in cols if (c.field.unique or c.field.name in single)
                     and not c.field.primary_key
                     and c.field.get_internal_type() == "CharField"), None)
-    return _Plan(meta.db_table, meta.pk.column, cols, natural)
+    plain = tuple((c.column, c.attname) for c in cols
+                  if c.as_is and not c.stamped and c.fk_model is None)
+    rest = tuple(c for c in cols if not (c.as_is and not c.stamped and c.fk_model is None))
+    return _Plan(meta.db_table, meta.pk.column, cols, natural, plain, rest)
 
 
 def enabled() -> bool:
@@ -222,25 +227,38 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
 def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime) -> str:
     """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
     common = f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},"at":"{at.isoformat()}"'
-    docs = []
+    docs, dumps = [], json.dumps
     for i, e in enumerate(events):
-        head = json.dumps({"seq": first_seq + i, "type": e.type, "tool_call_id": e.tool_call_id,
-                           "attempt": e.attempt, "key": e.key, "actor": e.actor},
-                          ensure_ascii=False, separators=(",", ":"))
-        docs.append(f'{head[:-1]},{common},"data":{e.data_json}}}')
+        head: dict[str, Any] = {"seq": first_seq + i, "type": e.type, "tool_call_id": e.tool_call_id,
+                "actor": e.actor}
+        if e.attempt is not None:  # left out, None reads as NULL (see _rows_json)
+            head["attempt"] = e.attempt
+        if e.key is not None:
+            head["key"] = e.key
+        text = dumps(head, ensure_ascii=False, separators=(",", ":"))
+        docs.append(f'{text[:-1]},{common},"data":{e.data_json}}}')
     return "[" + ",".join(docs) + "]"
 
 
 def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str:
+    """Return the rows as the JSON array ``jsonb_populate_record`` reads.
+
+    A key left out reads as NULL there, as a JSON null does: None values are not sent (a
+    ledger row is half empty columns), so the worker encodes and the server parses less.
+    """
     plan = _plan(op.model)
     ref_keys = {att: _plan(m).natural.attname for att, m in refs}
     docs = []
     for obj in op.rows:
-        doc = {}
-        for c in plan.cols:
+        values = obj.__dict__  # a model instance keeps its field values here, by attname
+        doc = {col: v for col, att in plan.plain
+               if (v := values[att] if att in values else getattr(obj, att)) is not None}
+        for c in plan.rest:
             value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
-            if value is None and c.attname in ref_keys:
-                doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
+            if value is None:
+                if c.attname in ref_keys:
+                    doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
+                continue
             doc[c.column] = value if c.as_is else _json_value(value)
         docs.append(doc)
     return json.dumps(docs, separators=(",", ":"))
