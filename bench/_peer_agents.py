@@ -13,6 +13,10 @@ saver per run over a shared ``AsyncConnectionPool`` of POOL connections: the sav
 ``asyncio.Lock`` around every checkpoint read and write, so a shared one serialises them, and
 one connection per run does not fit in max_connections at N = 200).
 
+An engine name ending in ``_tool`` also records the noop's call as a durable step of its
+own (DBOS: a second ``@DBOS.step``; LangGraph: a ``tool`` node between two model turns, the
+usual agent graph), as AgentOps records each tool call: two durable records a step.
+
 Every run is a conversation with bench.model_server keyed by its goal, which answers
 ``steps`` times with a ``noop`` tool call and then "done", as it does for AgentOps'
 bench-remote agent: a run makes steps + 1 model calls. A step's durable record holds the
@@ -74,7 +78,12 @@ def _ready() -> None:
     _CPU0[0] = time.process_time()
 
 
-def run_dbos(runs: int, model_url: str, db_url: str) -> dict[str, Any]:
+def noop(call: dict[str, Any]) -> dict[str, Any]:
+    """Return the noop tool's result for one tool call of a reply."""
+    return {"ok": True, "i": json.loads(call["function"]["arguments"] or "{}").get("i")}
+
+
+def run_dbos(runs: int, model_url: str, db_url: str, *, tool_step: bool) -> dict[str, Any]:
     """Run the workload on DBOS with its default thread executor."""
     import openai
     from dbos import DBOS
@@ -86,6 +95,10 @@ def run_dbos(runs: int, model_url: str, db_url: str) -> dict[str, Any]:
         return reply_dict(client.chat.completions.create(
             model="sleepy", messages=messages(goal, last), tools=TOOLS))
 
+    @DBOS.step()
+    def tool_step(call: dict[str, Any]) -> dict[str, Any]:
+        return noop(call)
+
     @DBOS.workflow()
     def agent_run(goal: str) -> int:
         last, turns = None, 0
@@ -94,6 +107,8 @@ def run_dbos(runs: int, model_url: str, db_url: str) -> dict[str, Any]:
             turns += 1
             if not last["tool_calls"]:
                 return turns
+            for call in last["tool_calls"] if tool_step else ():
+                tool_step(call)
 
     system_url = urlunsplit(urlsplit(db_url)._replace(scheme="postgresql"))
     DBOS(config={"name": "agentops-density-peers", "system_database_url": system_url,
@@ -131,10 +146,12 @@ class _AgentState(TypedDict):
     goal: str
     last: dict[str, Any] | None
     turns: int
+    results: list[dict[str, Any]]
 
 
-def _graph_builder(model_url: str) -> Any:
-    """Return the one-node graph: call the model, loop while it asks for a tool."""
+def _graph_builder(model_url: str, *, tool_step: bool) -> Any:
+    """Return the graph: call the model, loop while it asks for a tool (through a ``tool``
+    node when ``tool_step``)."""
     import openai
     from langgraph.graph import END, START, StateGraph
 
@@ -145,13 +162,20 @@ def _graph_builder(model_url: str) -> Any:
             model="sleepy", messages=messages(state["goal"], state["last"]), tools=TOOLS)
         return {"last": reply_dict(completion), "turns": state["turns"] + 1}
 
+    def call_tool(state: _AgentState) -> dict[str, Any]:
+        return {"results": [noop(c) for c in state["last"]["tool_calls"]]}
+
     def again(state: _AgentState) -> str:
-        return "model" if state["last"] and state["last"]["tool_calls"] else END
+        asks = state["last"] and state["last"]["tool_calls"]
+        return ("tool" if tool_step else "model") if asks else END
 
     builder = StateGraph(_AgentState)
     builder.add_node("model", call_model)
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", again)
+    if tool_step:
+        builder.add_node("tool", call_tool)
+        builder.add_edge("tool", "model")
     return builder
 
 
@@ -160,19 +184,19 @@ async def _invoke_all(graphs: list[Any], todo: list[str]) -> dict[str, Any]:
     await asyncio.to_thread(_ready)
     start = time.perf_counter()
     results = await asyncio.gather(*(
-        graph.ainvoke({"goal": goal, "last": None, "turns": 0},
+        graph.ainvoke({"goal": goal, "last": None, "turns": 0, "results": []},
                       {"configurable": {"thread_id": goal}, "recursion_limit": 100_000},
                       durability="sync")
         for graph, goal in zip(graphs, todo)), return_exceptions=True)
     return _outcomes(list(results), start)
 
 
-async def run_langgraph(runs: int, model_url: str, db_url: str, *,
-                        pool_size: int | None) -> dict[str, Any]:
+async def run_langgraph(runs: int, model_url: str, db_url: str, *, pool_size: int | None,
+                        tool_step: bool) -> dict[str, Any]:
     """Run the workload on LangGraph: one shared saver, or one per run over a pool."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    builder = _graph_builder(model_url)
+    builder = _graph_builder(model_url, tool_step=tool_step)
     todo = goals(runs)
     async with AsyncPostgresSaver.from_conn_string(db_url) as saver:
         await saver.setup()
@@ -201,11 +225,14 @@ async def _per_run_savers(builder: Any, todo: list[str], db_url: str,
 
 def main() -> None:
     engine, runs, model_url, db_url = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    tool_step = engine.endswith("_tool")
+    engine = engine.removesuffix("_tool")
     if engine == "dbos":
-        out = run_dbos(runs, model_url, db_url)
+        out = run_dbos(runs, model_url, db_url, tool_step=tool_step)
     elif engine in ("langgraph", "langgraph_per_run"):
         pool = int(sys.argv[5]) if engine == "langgraph_per_run" else None
-        out = asyncio.run(run_langgraph(runs, model_url, db_url, pool_size=pool))
+        out = asyncio.run(run_langgraph(runs, model_url, db_url, pool_size=pool,
+                                        tool_step=tool_step))
     else:
         raise SystemExit(f"unknown engine {engine!r}")
     sys.stdout.write(json.dumps(out) + "\n")

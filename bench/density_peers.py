@@ -16,10 +16,12 @@ run = (RSS at the sample with the most requests in flight - RSS once set up) / t
 connections = the engine's PostgreSQL sessions, peak (AgentOps: its host's, from density.py).
 
 Env: BENCH_RUNS ("200,500": one window per N, in turn), BENCH_DELAY_S (1.0), BENCH_STEPS
-(20), BENCH_ROUNDS (1), BENCH_PEER_ENGINES ("agentops,dbos,langgraph,langgraph_per_run"),
-BENCH_PEER_POOL (20: langgraph_per_run's pool, as DBOS's default), BENCH_DENSITY_PEERS_URL
-(base database URL; engines get _dbos, _lg, ... suffixes), BENCH_AGENTOPS_DATABASE_URL,
-BENCH_AGENTOPS_PYTHON (the AgentOps venv's python: ./.venv/bin/python when there).
+(20), BENCH_ROUNDS (1), BENCH_PEER_ENGINES ("agentops,dbos,langgraph,langgraph_per_run"; a
+peer named with ``_tool``, e.g. dbos_tool, also records each tool call as a durable step of
+its own, as AgentOps does), BENCH_PEER_POOL (20: langgraph_per_run's pool, as DBOS's
+default), BENCH_DENSITY_PEERS_URL (base database URL; engines get _dbos, _lg, ... suffixes),
+BENCH_AGENTOPS_DATABASE_URL, BENCH_AGENTOPS_PYTHON (the AgentOps venv's python:
+./.venv/bin/python when there).
 Needs the ``peers`` extra; prints a skipped line without it.
 """
 from __future__ import annotations
@@ -57,7 +59,8 @@ SKIP_REASON = "pip install -e '.[peers]' (DBOS, LangGraph, AsyncPostgresSaver) t
 SHAPE = ("AgentOps runs ONE worker host with default settings: 2 q2 processes (plus the "
          "host's sentinel/pusher/monitor), each keeping up to 250 runs in flight; DBOS and "
          "LangGraph each run in ONE process")
-SUFFIX = {"dbos": "_dbos", "langgraph": "_lg", "langgraph_per_run": "_lgrun"}
+SUFFIX = {"dbos": "_dbos", "langgraph": "_lg", "langgraph_per_run": "_lgrun",
+          "dbos_tool": "_dbost", "langgraph_tool": "_lgt", "langgraph_per_run_tool": "_lgrunt"}
 
 
 def missing_peers() -> list[str]:
