@@ -15,7 +15,9 @@ is min(N / L, that cap). Lease expiries of the runs (``run.recovered`` events) a
 a healthy worker has none.
 
 Env: BENCH_RUNS (500), BENCH_DELAY_S (1.0), BENCH_STEPS (20), BENCH_CAP (1: measure the cap),
-BENCH_WORKER_LOG (file for the worker host's output), BENCH_WORKER_LOG_LEVEL (ERROR).
+BENCH_WORKER_LOG (file for the worker host's output), BENCH_WORKER_LOG_LEVEL (ERROR),
+BENCH_DENSITY_MODEL_URL (a model server already running, sleeping BENCH_DELAY_S: used instead
+of starting one; bench/density_peers.py reads the same server for every engine).
 """
 from __future__ import annotations
 
@@ -195,7 +197,8 @@ def _recoveries(ids: list) -> dict:
 
 def _pass(delay_s: float) -> dict:
     """One worker host works RUNS runs whose model takes ``delay_s``; return its figures."""
-    server, url = model_server_start(delay_s, STEPS)
+    external = os.environ.get("BENCH_DENSITY_MODEL_URL")
+    server, url = (None, external) if external else model_server_start(delay_s, STEPS)
     host = _worker(url)
     try:
         _wait_up(host.pid)
@@ -207,7 +210,8 @@ def _pass(delay_s: float) -> dict:
     finally:
         os.killpg(host.pid, 15)
         host.wait(30)
-        server.kill()
+        if server is not None:
+            server.kill()
     return {"peak": peak, "idle_mb": idle_mb, "steps": _steps(ids, delay_s),
             "recoveries": _recoveries(ids)}
 
@@ -220,8 +224,10 @@ def main() -> None:
     floor = commit_floor(conninfo=bench_url())
     # The engine's own cap, same host, same window: the same runs with a model that answers
     # at once. The ideal at L is min(N / L, that cap).
-    cap = _pass(0.0)["steps"]["steps_per_s_mid"] if os.environ.get("BENCH_CAP", "1") == "1" \
-        else None
+    # (Not against an external model server: it sleeps L.)
+    measure_cap = (os.environ.get("BENCH_CAP", "1") == "1"
+                   and not os.environ.get("BENCH_DENSITY_MODEL_URL"))
+    cap = _pass(0.0)["steps"]["steps_per_s_mid"] if measure_cap else None
     got = _pass(DELAY_S)
     peak, steps, idle_mb = got["peak"], got["steps"], got["idle_mb"]
     ideal = min(x for x in (RUNS / DELAY_S if DELAY_S else None, cap) if x is not None)
