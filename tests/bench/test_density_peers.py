@@ -1,7 +1,8 @@
 """bench/density_peers: the model server's counts, the step figures, and a tiny run of the peers.
 
-The run (5 runs x 4 model calls at 0.05 s, DBOS and both LangGraph set-ups) needs the
-``peers`` extra, which CI's venv does not hold: it is skipped there, with the reason.
+The run (5 runs x 4 model calls at 0.05 s; DBOS, both LangGraph set-ups, tool-step
+variants) needs the ``peers`` extra, which CI's venv does not hold: it is skipped there,
+with the reason.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from bench.model_server import model_server_start, stats_get, stats_reset_at
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS, DELAY_S, STEPS = 5, 0.05, 3
-PEERS = ("dbos", "langgraph", "langgraph_per_run")
+PEERS = ("dbos", "langgraph", "langgraph_per_run", "dbos_tool", "langgraph_tool")
 
 
 def _chat(url: str, goal: str) -> dict:

@@ -112,7 +112,8 @@ def _refused_row(session: RunSession, step: str, turn: int, p: PlannedCall) -> T
 def _existing(run_id: Any, keys: list[str]) -> dict[str, ToolCall]:
     if not keys:
         return {}
-    return {r.idempotency_key: r for r in ToolCall.objects.filter(run_id=run_id, idempotency_key__in=keys)}
+    rows = ToolCall.objects.filter(run_id=run_id, idempotency_key__in=keys)  # toolcall_unique_run_key
+    return {r.idempotency_key: r for r in rows}
 
 
 def _dedup_result(p: PlannedCall, prior: ToolCall) -> NewEvent:

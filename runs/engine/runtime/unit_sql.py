@@ -229,8 +229,8 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
     common = f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},"at":"{at.isoformat()}"'
     docs, dumps = [], json.dumps
     for i, e in enumerate(events):
-        head: dict[str, Any] = {"seq": first_seq + i, "type": e.type, "tool_call_id": e.tool_call_id,
-                "actor": e.actor}
+        head: dict[str, Any] = {"seq": first_seq + i, "type": e.type,
+                                "tool_call_id": e.tool_call_id, "actor": e.actor}
         if e.attempt is not None:  # left out, None reads as NULL (see _rows_json)
             head["attempt"] = e.attempt
         if e.key is not None:
