@@ -4,9 +4,8 @@ A tick does units until the run waits, ends, or its time slice is used up; then 
 run back in the queue (the caller re-enqueues it). A run on a slot (runs.slots) keeps it past
 its slice while nobody waits for it: its process has a free slot (it keeps taking ticks from
 q2), or no run is queued at all. When others are queued and no slot is free, the slice ends.
-Every commit carries the version the
-worker last saw, so if anyone else touched the run the next write raises LeaseLost and the
-tick stops without writing.
+Every commit carries the version the worker last saw, so if anyone else touched the run the
+next write raises LeaseLost and the tick stops without writing.
 """
 from __future__ import annotations
 
