@@ -90,13 +90,12 @@ class _Child:
                 self._proc = None
 
     def _start(self) -> None:
-        env = {**os.environ, "AGENTOPS_KEEPER_DSN": keeper_dsn(),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT),
-                                                           os.environ.get("PYTHONPATH")]))}
+        env = {**os.environ, "AGENTOPS_KEEPER_DSN": keeper_dsn()}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "runs.engine.runtime.keeper_main",
              "--ttl", str(settings.AGENTOPS_LEASE_TTL_S), "--worker-pid", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True, bufsize=1,
+            cwd=_ROOT)  # `-m` imports from its working directory: this checkout
         self._pid = os.getpid()
         # A restarted child renews what the last one did (this line is then sent again too).
         for run_id, (owner, _) in self._holds.items():
