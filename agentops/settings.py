@@ -191,6 +191,8 @@ Q_CLUSTER = {
     # Prefetch at most one task per cluster (q2's default is workers²): a prefetched tick is
     # hidden from other hosts, and lost for `retry` seconds if this host dies.
     "queue_limit": 1,
+    # q2's pusher takes this many tasks per query whatever the free slots (docs/workers.md).
+    "bulk": 1,
     "catch_up": False,
     # q2 recycles a process after this many tasks; a recycled process first waits for the
     # runs it has in flight (runs.slots), so recycle rarely (AGENTOPS_Q_RECYCLE).

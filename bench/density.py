@@ -8,7 +8,10 @@ Figures: runs in flight (peak of runs held by the worker at once), steps/s (mode
 per second: overall, and over the middle half of the busy window) against the ideal N / L,
 p99 step latency above L (the gap between two model replies of a run, minus L), memory per
 in-flight run (worker host RSS at peak minus idle, over the peak in flight), connections
-(the host's PostgreSQL sessions, peak), and the machine's commit floor.
+(the host's PostgreSQL sessions, peak), and the machine's commit floor. Ramp-up: seconds
+from the first tick enqueued to the peak, and to 90% and 100% of N runs in flight. Ticks:
+q2 tasks enqueued and taken by the host (``django_q_ormq`` rows inserted and locked, from
+pg_stat_user_tables), and taken per second of the pass.
 
 The engine's own cap is measured first in the same run (the same N runs, L = 0); the ideal
 is min(N / L, that cap). Lease expiries of the runs (``run.recovered`` events) are reported:
@@ -152,7 +155,11 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
         pids = _group(pgid)
         rss = _rss_mb(pids)
         if running > peak["in_flight"]:
-            peak.update(in_flight=running, rss_at_peak_mb=rss)
+            peak.update(in_flight=running, rss_at_peak_mb=rss,
+                        to_peak_s=round(time.monotonic() - t0, 1))
+        for share in (0.9, 1.0):
+            if running >= share * RUNS and f"to_{share:.0%}_s" not in peak:
+                peak[f"to_{share:.0%}_s"] = round(time.monotonic() - t0, 1)
         peak["sessions"] = max(peak["sessions"], _sessions(pids))
         peak["rss_mb"] = max(peak["rss_mb"], rss)
         peak["cpu_s"] = _cpu_s(pids) - cpu0
@@ -164,6 +171,18 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     peak["ended"] = dict(Run.objects.filter(pk__in=ids).values("status")
                          .annotate(n=Count("pk")).values_list("status", "n"))
     return peak
+
+
+def _q2_rows() -> dict:
+    """Return q2's queue-table row counters: inserted = ticks enqueued, updated = taken."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute("SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables "
+                    "WHERE relname = 'django_q_ormq'")
+        ins, upd = cur.fetchone()
+    return {"enqueued": ins, "taken": upd}
 
 
 def _steps(ids: list, delay_s: float) -> dict:
@@ -200,6 +219,7 @@ def _pass(delay_s: float) -> dict:
     external = os.environ.get("BENCH_DENSITY_MODEL_URL")
     server, url = (None, external) if external else model_server_start(delay_s, STEPS)
     host = _worker(url)
+    rows0 = _q2_rows()
     try:
         _wait_up(host.pid)
         idle_mb = _rss_mb(_group(host.pid))
@@ -212,8 +232,11 @@ def _pass(delay_s: float) -> dict:
         host.wait(30)
         if server is not None:
             server.kill()
+    time.sleep(1)  # the host's last table counters reach pg_stat once its sessions end
+    ticks = {k: v - rows0[k] for k, v in _q2_rows().items()}
+    ticks["taken_per_s"] = round(ticks["taken"] / peak["wall_s"], 1)
     return {"peak": peak, "idle_mb": idle_mb, "steps": _steps(ids, delay_s),
-            "recoveries": _recoveries(ids)}
+            "recoveries": _recoveries(ids), "ticks": ticks}
 
 
 def main() -> None:
@@ -234,7 +257,9 @@ def main() -> None:
     emit("density", {
         "runs": RUNS, "delay_s": DELAY_S, "model_calls_per_run": STEPS + 1,
         "wall_s": round(peak["wall_s"], 1), "ended": peak["ended"],
-        "peak_in_flight": peak["in_flight"], **steps, "recoveries": got["recoveries"],
+        "peak_in_flight": peak["in_flight"], "to_peak_s": peak.get("to_peak_s"),
+        "to_90%_in_flight_s": peak.get("to_90%_s"), "to_100%_in_flight_s": peak.get("to_100%_s"),
+        "ticks": got["ticks"], **steps, "recoveries": got["recoveries"],
         "n_over_l": RUNS / DELAY_S if DELAY_S else None, "engine_cap_steps_per_s": cap,
         "ideal_steps_per_s": ideal, "mid_vs_ideal": round(steps["steps_per_s_mid"] / ideal, 3),
         "rss_idle_mb": round(idle_mb, 1), "rss_at_peak_mb": round(peak["rss_at_peak_mb"], 1),

@@ -86,6 +86,8 @@ BENCHMARKS = [
         Target("peak_in_flight", ">=", 500, "runs in flight on one host, 500 runs, L = 1 s"),
         Target("mid_vs_ideal", ">=", 0.9, "steps/s vs ideal N / L = 500/s"),
         Target("mb_per_in_flight_run", "<=", 1.0, "memory per in-flight run, MB")]),
+    # q2's own cost per task: 1000 no-op tasks enqueued as ticks are, one worker host.
+    Bench("dispatch", "dispatch.py", []),
 ]
 
 

@@ -130,3 +130,17 @@ def db_release() -> None:
     if _state["pooled"] and connection.connection is not None \
             and not connection.in_atomic_block:
         connection.close()
+
+
+def slot_wait_free() -> None:
+    """Block until this process has a free run slot, without taking it.
+
+    The q2 task calls this after handing its run to a slot: a process whose slots are all
+    busy does not go back to q2's queue for a tick it could not start. That tick would wait
+    here, hidden from this host's other processes (and other hosts) that have free slots.
+    """
+    slots = _state["slots"]
+    if slots is None:
+        return
+    slots.acquire()
+    slots.release()

@@ -4,16 +4,18 @@ from __future__ import annotations
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.queue import enqueue_tick, worker_name
 from runs.engine.runtime.transition import run_urgent_waiting
-from runs.slots import slot_submit
+from runs.slots import slot_submit, slot_wait_free
 
 
 def tick(run_id: str) -> str:
     """Hand a run to a free run slot of this process (a q2 task); see runs.slots.
 
-    Blocks while every slot is busy (back-pressure). With one run in flight (SQLite's
-    default) the tick runs here, in the q2 task, as before.
+    Returns once a slot is free again (back-pressure): a process whose slots are all busy
+    takes no further tick from q2, so the next one goes to a process or host that can start
+    it now. With one run in flight (SQLite's default) the tick runs here, in the q2 task.
     """
     if slot_submit(run_id, tick_run):
+        slot_wait_free()
         return "in_slot"
     return tick_run(run_id)
 
