@@ -63,7 +63,7 @@ registry.register(Agent(name="bench-slow", version="1", system_prompt="Benchmark
 
 
 # The model the settings configure (agentops.llm.configured: one client per process), which
-# bench.model_server.model_settings() points at a local bench.model_server.
+# bench.model_server.model_env() points at a local bench.model_server.
 registry.register(Agent(name="bench-remote", version="1", system_prompt="Benchmark.",
                         tools=[noop], plan=[StepSpec("s")],
                         max_turns_per_step=100_000))

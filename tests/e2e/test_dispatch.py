@@ -12,7 +12,7 @@ from django.utils import timezone
 from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 
-from bench.model_server import model_server_start
+from bench.model_server import model_env, model_server_start
 from runs.engine.runtime.recovery import STALE_QUEUED_S
 from runs.models import Run
 from runs.services import run_start
@@ -26,15 +26,25 @@ def _running(ids: list) -> int:
     return Run.objects.filter(pk__in=ids, status="running").count()
 
 
-def _taken() -> list[str]:
-    """Return the runs whose ticks a cluster has taken off the queue and not acknowledged."""
-    rows = OrmQ.objects.filter(lock__gt=timezone.now()).values_list("payload", flat=True)
-    return [SignedPackage.loads(p)["args"][0] for p in rows]
+def _ticks() -> tuple[set[str], set[str]]:
+    """Return the runs with ticks taken off the queue (not acknowledged), and those with
+    ticks still on it, visible to every host."""
+    now = timezone.now()
+    taken, visible = set(), set()
+    for payload, lock in OrmQ.objects.values_list("payload", "lock"):
+        run_id = SignedPackage.loads(payload)["args"][0]
+        (taken if lock is not None and lock > now else visible).add(run_id)
+    return taken, visible
 
 
 def _hidden() -> int:
-    """Return how many taken ticks have not started their run: hidden from other hosts."""
-    return Run.objects.filter(pk__in=_taken(), status="queued").count()
+    """Return how many queued runs only a taken tick can start: hidden from other hosts.
+
+    A run whose slice ended while its old tick's acknowledgement is still on its way has a
+    fresh tick on the queue: another host can take it, so it is not hidden.
+    """
+    taken, visible = _ticks()
+    return Run.objects.filter(pk__in=taken - visible, status="queued").count()
 
 
 def test_as_many_runs_as_slots_are_all_in_flight_at_once(settings, tmp_path):
@@ -96,7 +106,7 @@ def test_ticks_prefetched_by_a_killed_host_are_taken_again_within_the_stale_boun
 
     settings.AGENTOPS_ENQUEUE_TICKS = True
     proc, url = model_server_start(2.0, 1)
-    env = {"AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+    env = {"AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "1",
            "AGENTOPS_RUNS_IN_FLIGHT": "3"}
     first, second = Worker("doomed", tmp_path, env=env), Worker("heir", tmp_path, env=env)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.model_server import model_server_start
+from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.e2e.workers import Worker
@@ -35,7 +35,7 @@ def _hosts(tmp_path: Path, n: int, *, delay_s: float, calls: int) -> Iterator[li
 
     server, url = model_server_start(delay_s, calls)
     hosts = [Worker(f"k{i}", tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", "BENCH_MODEL_URL": url, "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "1",
         "AGENTOPS_LEASE_TTL_S": str(TTL_S), "AGENTOPS_SWEEP_INTERVAL_S": str(SWEEP_S),
         "AGENTOPS_TICK_SLICE_S": "20"}) for i in range(n)]
     for host in hosts:
@@ -113,7 +113,9 @@ def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(s
             pk__in=held).values_list("lease_owner", flat=True) if o), 20,
             "host b to claim the recovered runs")
     print(f"keeper: {len(held)} runs of a stopped worker recovered {took:.1f}s after SIGSTOP")
-    assert took >= TTL_S - 1.2, f"leases of a stopped worker ended after {took:.1f}s"
+    # The last renewal came at most TTL/3 before the stop (later on a loaded host): the
+    # leases ran out on their own, not at once.
+    assert took >= TTL_S / 2, f"leases of a stopped worker ended after {took:.1f}s"
 
 
 def test_a_killed_worker_s_keeper_exits_within_a_second(settings, tmp_path):
