@@ -72,6 +72,24 @@ def db_ensure(url: str) -> bool:
         return True
 
 
+def db_url_suffixed(url: str, suffix: str) -> str:
+    """Return ``url`` with ``suffix`` appended to its database name (a peer's own database)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path + suffix))
+
+
+def db_fresh(url: str) -> None:
+    """Drop and recreate the database ``url`` names, so every pass starts from empty tables."""
+    import psycopg
+    from psycopg import sql
+
+    admin, name = maintenance_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                     .format(sql.Identifier(name)))
+    db_ensure(url)
+
+
 def django_boot(*, migrate: bool = True) -> str:
     """Point Django at the bench database (creating and migrating it) and set it up."""
     if str(ROOT) not in sys.path:

@@ -36,12 +36,12 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._common import commit_floor, db_ensure, emit, log, maintenance_url, percentiles  # noqa: E402
+from bench._common import (commit_floor, db_ensure, db_fresh, db_url_suffixed, emit, log,  # noqa: E402
+                           maintenance_url, percentiles)
 from bench.model_server import model_server_start, stats_get  # noqa: E402
 
 RUNS = [int(n) for n in os.environ.get("BENCH_RUNS", "200,500").split(",")]
@@ -96,21 +96,6 @@ def replies_figures(replies: dict[str, list[float]], delay_s: float) -> dict[str
             "above_l_ms": {k: round(v, 1) for k, v in percentiles(gaps).items()}}
 
 
-def _db_url(suffix: str) -> str:
-    parts = urlsplit(BASE_URL)
-    return urlunsplit(parts._replace(path=parts.path + suffix))
-
-
-def _db_fresh(url: str) -> None:
-    """Drop and recreate ``url``'s database: every pass starts from empty tables."""
-    import psycopg
-    from psycopg import sql
-
-    admin, name = maintenance_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                     .format(sql.Identifier(name)))
-    db_ensure(url)
 
 
 def _proc_figures(pid: int) -> tuple[float, float]:
@@ -174,8 +159,8 @@ class _Sampler:
 
 def _peer_pass(engine: str, runs: int, model_url: str) -> dict[str, Any]:
     """Run ``runs`` runs on one peer engine in its own process; return its figures."""
-    url = _db_url(SUFFIX[engine])
-    _db_fresh(url)
+    url = db_url_suffixed(BASE_URL, SUFFIX[engine])
+    db_fresh(url)
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_peer_agents.py"), engine,
                              str(runs), model_url, url, str(POOL)], cwd=ROOT, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -256,7 +241,7 @@ def _pass(engine: str, runs: int) -> dict[str, Any]:
 
 def _window(runs: int, round_no: int, engines: list[str]) -> dict[str, Any]:
     """Each engine in turn on ``runs`` runs, the floor measured before each."""
-    floor_url = _db_url("_floor")
+    floor_url = db_url_suffixed(BASE_URL, "_floor")
     db_ensure(floor_url)
     out: dict[str, Any] = {"runs": runs, "round": round_no, "engines": {}, "floors": {}}
     for engine in engines:

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import (RoundTrips, commit_floor, db_ensure, emit, log, maintenance_url,
-                           percentiles)
+from bench._common import (RoundTrips, commit_floor, db_fresh, db_url_suffixed, emit, log,
+                           maintenance_url, percentiles)
 
 STEPS = int(os.environ.get("BENCH_PEER_STEPS", "1000"))
 RUNS = int(os.environ.get("BENCH_PEER_RUNS", "10"))
@@ -69,22 +69,6 @@ def _missing_peers() -> list[str]:
     return missing
 
 
-def _db_url(suffix: str) -> str:
-    """Return BASE_URL with ``suffix`` appended to its database name."""
-    parts = urlsplit(BASE_URL)
-    return urlunsplit(parts._replace(path=parts.path + suffix))
-
-
-def _db_fresh(url: str) -> None:
-    """Drop and recreate the database ``url`` names, so every run starts from empty tables."""
-    import psycopg
-    from psycopg import sql
-
-    admin, name = maintenance_url(url)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                     .format(sql.Identifier(name)))
-    db_ensure(url)
 
 
 def _counters(url: str, *, settle_s: float = 10.0) -> dict[str, Any]:
@@ -135,7 +119,7 @@ def _wal_writes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int 
         return {"writes": 0, "wal": 0}
     params = {"start": before["lsn"], "end": after["lsn"], "rel": rf"rel \d+/{after['oid']}/"}
     try:
-        with psycopg.connect(_db_url("_floor"), autocommit=True) as conn:
+        with psycopg.connect(db_url_suffixed(BASE_URL, "_floor"), autocommit=True) as conn:
             commits, wal = conn.execute(_WAL_WRITES, params).fetchone()
     except psycopg.Error as exc:
         log(f"peers: no WAL figures ({str(exc).strip()})")
@@ -332,9 +316,9 @@ def main() -> None:
         emit("peers", {"skipped": True, "reason": SKIP_REASON})
         return
     _TRIPS.start()
-    urls = {peer: _db_url(f"_{peer}") for peer in ("floor", "dbos", "lg")}
+    urls = {peer: db_url_suffixed(BASE_URL, f"_{peer}") for peer in ("floor", "dbos", "lg")}
     for url in urls.values():
-        _db_fresh(url)
+        db_fresh(url)
     _walinspect_install(urls["floor"])
     log(f"peers: {STEPS} no-op steps over {RUNS} workflows, {ROUNDS} rounds, sequential")
     floor_before = _floor(urls["floor"])
