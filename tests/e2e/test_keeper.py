@@ -22,7 +22,7 @@ import pytest
 from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
-from tests.e2e.workers import Worker
+from tests.e2e.workers import Worker, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 TTL_S, SWEEP_S = 3.0, 0.5
@@ -50,14 +50,6 @@ def _hosts(tmp_path: Path, n: int, *, delay_s: float, calls: int) -> Iterator[li
         server.wait(5)
 
 
-def _wait(predicate, within_s: float, what: str):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {within_s}s waiting for {what}")
 
 
 def _owners_in(host: Worker, ids: list) -> dict:
@@ -90,7 +82,7 @@ def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(s
     settings.AGENTOPS_ENQUEUE_TICKS = True
     with _hosts(tmp_path, 2, delay_s=0.5, calls=1000) as (a, b):
         ids = [run_start(agent="bench-remote", goal=f"stop {i}", input={}).pk for i in range(12)]
-        held = _wait(lambda: _owners_in(a, ids), 40, "host a to hold runs")
+        held = wait_until(lambda: _owners_in(a, ids), 40, "host a to hold runs")
         time.sleep(1.5)  # a full renewal round under way
         held = _owners_in(a, ids)
         owner = next(iter(held.values()))
@@ -104,12 +96,12 @@ def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(s
             return Event.objects.filter(run_id__in=held, type="run.recovered",
                                         data__lost_owner=owner).count() == len(held)
 
-        _wait(recovered, TTL_S + SWEEP_S + 6, f"the {len(held)} runs of the stopped worker "
+        wait_until(recovered, TTL_S + SWEEP_S + 6, f"the {len(held)} runs of the stopped worker "
                                               "to be recovered")
         took = time.monotonic() - stopped
         assert _alive(keeper_pid), "the keeper of a stopped (not dead) worker exited"
         b_pids = b.pids()
-        _wait(lambda: all(int(o.rsplit(":", 1)[1]) in b_pids for o in Run.objects.filter(
+        wait_until(lambda: all(int(o.rsplit(":", 1)[1]) in b_pids for o in Run.objects.filter(
             pk__in=held).values_list("lease_owner", flat=True) if o), 20,
             "host b to claim the recovered runs")
     print(f"keeper: {len(held)} runs of a stopped worker recovered {took:.1f}s after SIGSTOP")
@@ -122,12 +114,12 @@ def test_a_killed_worker_s_keeper_exits_within_a_second(settings, tmp_path):
     settings.AGENTOPS_ENQUEUE_TICKS = True
     with _hosts(tmp_path, 1, delay_s=0.5, calls=1000) as (a,):
         ids = [run_start(agent="bench-remote", goal=f"kill {i}", input={}).pk for i in range(3)]
-        held = _wait(lambda: _owners_in(a, ids), 40, "the worker to hold runs")
+        held = wait_until(lambda: _owners_in(a, ids), 40, "the worker to hold runs")
         worker_pid = int(next(iter(held.values())).rsplit(":", 1)[1])
         keeper_pid = _keeper_of(worker_pid)
         os.kill(worker_pid, signal.SIGKILL)  # the q2 process alone: no handler runs
         killed = time.monotonic()
-        _wait(lambda: not _alive(keeper_pid), 3, "the keeper to exit")
+        wait_until(lambda: not _alive(keeper_pid), 3, "the keeper to exit")
         gone = time.monotonic() - killed
     assert gone < 1.0, f"the keeper outlived its worker by {gone:.2f}s"
 
@@ -145,7 +137,7 @@ def test_a_busy_worker_loses_no_lease(settings, tmp_path):
         with _hosts(tmp_path, 1, delay_s=0.3, calls=6) as (a,):
             ids = [run_start(agent="bench-remote", goal=f"busy {i}", input={}).pk
                    for i in range(120)]
-            _wait(lambda: not Run.objects.filter(pk__in=ids).exclude(
+            wait_until(lambda: not Run.objects.filter(pk__in=ids).exclude(
                 status="succeeded").exists(), 50, "the runs to finish")
     finally:
         for p in burners:

@@ -15,6 +15,7 @@ import pytest
 from ledger.models import ToolAttempt, ToolCall
 from runs.models import Event, Run
 from runs.statuses import ATTENTION, TERMINAL
+from tests.e2e.workers import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -49,14 +50,6 @@ def hosts(settings, tmp_path):
     chaos_agents.world_drop()
 
 
-def _wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _started(run_id, tool: str):
@@ -72,7 +65,7 @@ def _started(run_id, tool: str):
                                               status="running").exists():
                 return None
             return Run.objects.filter(pk=run_id).values_list("lease_owner", flat=True).first()
-    owner = _wait(ready, 30, f"{tool} to start")
+    owner = wait_until(ready, 30, f"{tool} to start")
     return owner, time.monotonic()
 
 
@@ -91,14 +84,14 @@ def _pause_scenario(hosts, agent: str, tool: str, n: int):
     victim.pause()
     try:
         # The other host takes the run over once the lease has expired.
-        _wait(lambda: Run.objects.filter(pk=run.pk).exclude(lease_owner=owner)
+        wait_until(lambda: Run.objects.filter(pk=run.pk).exclude(lease_owner=owner)
               .exclude(lease_owner="").exists()
               or Run.objects.filter(pk=run.pk, status__in=["waiting", "unknown"]).exists(),
               20, "the run to be taken over")
         time.sleep(max(0.0, t0 + RESUME_AFTER_S - time.monotonic()))
     finally:
         victim.resume()
-    _wait(lambda: Run.objects.filter(pk=run.pk, status__in=list(TERMINAL | ATTENTION))
+    wait_until(lambda: Run.objects.filter(pk=run.pk, status__in=list(TERMINAL | ATTENTION))
           .exclude(status="waiting").first(), 30, f"{agent} to settle")
     run.refresh_from_db()
     return run, paused_at

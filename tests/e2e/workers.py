@@ -90,3 +90,14 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def wait_until(predicate, within_s: float, what: str):
+    """Return the first truthy ``predicate()`` within ``within_s``; fail saying ``what``."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {within_s}s waiting for {what}")
