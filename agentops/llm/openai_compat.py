@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+from types import ModuleType
 from typing import Any
 
 import openai
@@ -46,11 +48,17 @@ class OpenAICompatClient:
         self.timeout_s = timeout_s
         self.context_window = context_window
         self.options = options or ModelOptions()
+        self._http = _http_client(timeout_s, keep_alive)
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
-        self._sdk = openai.OpenAI(
-            base_url=base_url, api_key=api_key or _NO_KEY, timeout=timeout_s, max_retries=0,
-            http_client=_http_client(timeout_s, keep_alive) if keep_alive else None,
-        )
+        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or _NO_KEY,
+                                  timeout=timeout_s, max_retries=0, http_client=self._http)
+        self._lib = _http_library(self._http)
+        # What the SDK sends with every request (its identity headers and the key as a bearer
+        # token), built once: a plain call is then the body, one send and one JSON parse.
+        self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/chat/completions")
+        self._headers = self._lib.Headers({
+            **{k: v for k, v in self._sdk.default_headers.items() if isinstance(v, str)},
+            "Authorization": f"Bearer {self._sdk.api_key}"})
 
     def complete(
         self,
@@ -77,58 +85,90 @@ class OpenAICompatClient:
 
     def _once(self, params: dict[str, Any], sink: TextSink | None) -> ModelReply:
         """Send one request (streamed when ``sink`` is given) and return its reply."""
+        if sink is None:
+            return self._reply(self._post(params))
         try:
-            if sink is None:
-                return self._reply(self._post(params, stream=False))
-            chunks = self._post({**params, "stream": True,
-                                 "stream_options": {"include_usage": True}}, stream=True)
+            chunks = self._sdk.post("/chat/completions", cast_to=ChatCompletion,
+                                    body={**params, "stream": True,
+                                          "stream_options": {"include_usage": True}},
+                                    options=_REQUEST_OPTIONS, stream=True, stream_cls=_STREAM_CLS)
             return _streamed(chunks, sink, model=self.model)
         except openai.APIError as exc:
             raise _model_error(exc) from None
 
-    def _post(self, body: dict[str, Any], *, stream: bool) -> Any:
-        """POST /chat/completions through the SDK's request path (auth, timeout, errors,
-        response parsing), as ``chat.completions.create`` does, but without its
-        ``maybe_transform`` of the body: a walk of the typed-dict annotations of every
-        message that cost more CPU than the rest of a step. The body is already plain JSON."""
-        return self._sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                              options=_REQUEST_OPTIONS, stream=stream, stream_cls=_STREAM_CLS)
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST /chat/completions on the SDK's own HTTP client and return the decoded JSON.
+
+        The request carries what the SDK's would (its headers, the key as a bearer token, its
+        timeout) and a failure maps as the SDK's would; but the SDK's request path (options,
+        URL, header and body building, then a typed ChatCompletion) cost three times the CPU
+        of the HTTP call itself, the most of any part of a step with hundreds of runs in
+        flight. Streamed calls still go through the SDK (its event-stream parser).
+        """
+        request = self._lib.Request("POST", self._url, headers=self._headers,
+                                    content=json.dumps(body).encode())
+        try:
+            response = self._http.send(request)
+        except self._lib.TimeoutException:
+            raise transport_error(timed_out=True) from None
+        except self._lib.HTTPError:
+            raise transport_error(timed_out=False) from None
+        if response.status_code >= 400:
+            raise _response_error(response) from None
+        try:
+            return json.loads(response.content)
+        except ValueError:
+            raise ServerError("server_error: reply is not JSON") from None
 
     def _reply(self, completion: Any) -> ModelReply:
-        """Convert an SDK ChatCompletion into a ModelReply."""
-        choices = getattr(completion, "choices", None)
+        """Convert a decoded chat.completion into a ModelReply; a malformed one is a ServerError."""
+        try:
+            return self._reply_of(completion)
+        except (AttributeError, IndexError, KeyError, TypeError):
+            raise ServerError("server_error: malformed reply") from None
+
+    def _reply_of(self, completion: dict[str, Any]) -> ModelReply:
+        choices = completion.get("choices")
         if not choices:
             raise ServerError("server_error: reply has no choices")
         choice = choices[0]
-        finish = choice.finish_reason or "stop"
-        message = choice.message
-        raw_calls = list(message.tool_calls or ())
-        if not raw_calls and getattr(message, "function_call", None) is not None:
-            raw_calls = [message]  # legacy single function_call, still sent by some servers
-        usage = completion.usage
+        finish = choice.get("finish_reason") or "stop"
+        message = choice.get("message") or {}
+        raw_calls = list(message.get("tool_calls") or ())
+        if not raw_calls and message.get("function_call") is not None:
+            # legacy single function_call, still sent by some servers
+            raw_calls = [{"function": message["function_call"]}]
+        usage = completion.get("usage") or {}
         return ModelReply(
-            text=message.content or "",
+            text=message.get("content") or "",
             tool_calls=tuple(_tool_call(call, cut_off=finish == "length") for call in raw_calls),
-            usage=Usage(
-                prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                completion_tokens=(usage.completion_tokens or 0) if usage else 0,
-            ),
+            usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                        completion_tokens=usage.get("completion_tokens") or 0),
             finish_reason=finish,
-            model=getattr(completion, "model", None) or self.model,
+            model=completion.get("model") or self.model,
         )
 
 
-def _http_client(timeout_s: float, keep_alive: int) -> Any:
-    """Return the SDK's HTTP client whose pool keeps ``keep_alive`` idle connections.
+def _http_client(timeout_s: float, keep_alive: int | None) -> Any:
+    """Return the SDK's HTTP client whose pool keeps ``keep_alive`` idle connections
+    (None: the SDK's default).
 
     The limits are built with the type of the SDK's own defaults, so this follows whichever
     HTTP library the SDK ships with.
     """
     defaults = openai.DEFAULT_CONNECTION_LIMITS
+    if keep_alive is None:
+        return openai.DefaultHttpxClient(timeout=timeout_s, limits=defaults)
     limits = type(defaults)(max_connections=max(keep_alive, defaults.max_connections or 0),
                             max_keepalive_connections=keep_alive,
                             keepalive_expiry=defaults.keepalive_expiry)
     return openai.DefaultHttpxClient(timeout=timeout_s, limits=limits)
+
+
+def _http_library(client: Any) -> ModuleType:
+    """Return the HTTP library the SDK's client class comes from (httpx, or httpx2 in SDK 3)."""
+    base = next(c for c in type(client).__mro__ if c.__module__.split(".")[0] != "openai")
+    return importlib.import_module(base.__module__.split(".")[0])
 
 
 def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
@@ -169,17 +209,17 @@ def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
     return {"type": "function", "function": {"name": choice}}
 
 
-def _tool_call(call: Any, *, cut_off: bool) -> ToolCallRequest:
-    """Convert one SDK tool call; unparsable or non-object arguments become None."""
-    fn = getattr(call, "function", None) or getattr(call, "function_call", None)
-    raw = getattr(fn, "arguments", None) or ""
-    if isinstance(raw, dict):  # non-conforming servers send the object itself
+def _tool_call(call: dict[str, Any], *, cut_off: bool) -> ToolCallRequest:
+    """Convert one wire tool call; unparsable or non-object arguments become None."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments") or ""
+    if not isinstance(raw, str):  # non-conforming servers send the object itself
         raw = json.dumps(raw)
     return ToolCallRequest(
-        name=getattr(fn, "name", "") or "",
+        name=fn.get("name") or "",
         arguments=_parse_arguments(raw, cut_off=cut_off),
         raw_arguments=raw,
-        provider_id=getattr(call, "id", "") or "",
+        provider_id=call.get("id") or "",
     )
 
 
@@ -196,19 +236,35 @@ def _parse_arguments(raw: str, *, cut_off: bool) -> dict[str, Any] | None:
 
 
 def _model_error(exc: openai.APIError) -> ModelError:
-    """Map an SDK error to a ModelError whose message is a short, secret-free summary."""
+    """Map an SDK error (a streamed call) to a ModelError: a short, secret-free summary."""
     if isinstance(exc, openai.APIConnectionError):
         return transport_error(timed_out=isinstance(exc, openai.APITimeoutError))
     status = getattr(exc, "status_code", None)
     code = safe_code(exc.code)
     return status_error(status, code, response=getattr(exc, "response", None),
-                        overflow=_overflow(status, code, exc))
+                        overflow=_overflow(status, code, exc.message, exc.body))
 
 
-def _overflow(status: object, code: str, exc: openai.APIError) -> bool:
+def _response_error(response: Any) -> ModelError:
+    """Map an HTTP error answer to a ModelError, reading its body as the SDK does: the
+    ``error`` object's ``code`` and ``message`` (the body itself when it has no ``error``)."""
+    try:
+        body: Any = json.loads(response.content)
+    except ValueError:
+        body = response.text
+    error = body.get("error", body) if isinstance(body, dict) else body
+    fields = error if isinstance(error, dict) else {}
+    raw_code = fields.get("code")
+    code = safe_code(str(raw_code) if raw_code is not None else None)
+    message = fields.get("message") if isinstance(fields.get("message"), str) else ""
+    return status_error(response.status_code, code, response=response,
+                        overflow=_overflow(response.status_code, code, message, error))
+
+
+def _overflow(status: object, code: str, message: str, body: object) -> bool:
     """Tell whether a 4xx says the prompt does not fit the model's window."""
     if status == 413:
         return True
     if status not in (400, 422):
         return False
-    return code == "context_length_exceeded" or mentions_context(exc.message, exc.body)
+    return code == "context_length_exceeded" or mentions_context(message, body)
