@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-from types import ModuleType
 from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from agentops.llm.http_lanes import HttpLanes
 from agentops.llm.protocol import (
     ModelError,
     ModelOptions,
@@ -42,17 +41,20 @@ class OpenAICompatClient:
         options: ModelOptions | None = None,
         keep_alive: int | None = None,
     ) -> None:
-        """``keep_alive``: idle connections the HTTP pool keeps open (None: the SDK's 100);
-        a worker process with N runs in flight shares one client and wants N."""
+        """``keep_alive``: idle connections kept open (None: one); a worker process with N
+        runs in flight shares one client and wants N."""
         self.model = model
         self.timeout_s = timeout_s
         self.context_window = context_window
         self.options = options or ModelOptions()
-        self._http = _http_client(timeout_s, keep_alive)
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
+        # The SDK's own client serves streamed calls; plain calls go out on lanes.
         self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or _NO_KEY,
-                                  timeout=timeout_s, max_retries=0, http_client=self._http)
-        self._lib = _http_library(self._http)
+                                  timeout=timeout_s, max_retries=0)
+        self._lanes = HttpLanes(openai.DefaultHttpxClient, timeout_s=timeout_s,
+                                keep=keep_alive or 1,
+                                keepalive_expiry=openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry)
+        self._lib = self._lanes.lib
         # What the SDK sends with every request (its identity headers and the key as a bearer
         # token), built once: a plain call is then the body, one send and one JSON parse.
         self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/chat/completions")
@@ -97,18 +99,19 @@ class OpenAICompatClient:
             raise _model_error(exc) from None
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST /chat/completions on the SDK's own HTTP client and return the decoded JSON.
+        """POST /chat/completions on a lane (agentops.llm.http_lanes) of the SDK's own HTTP
+        client class and return the decoded JSON.
 
         The request carries what the SDK's would (its headers, the key as a bearer token, its
         timeout) and a failure maps as the SDK's would; but the SDK's request path (options,
-        URL, header and body building, then a typed ChatCompletion) cost three times the CPU
-        of the HTTP call itself, the most of any part of a step with hundreds of runs in
-        flight. Streamed calls still go through the SDK (its event-stream parser).
+        URL, header and body building, then a typed ChatCompletion) cost twice the CPU of the
+        HTTP call itself, the most of any part of a step with hundreds of runs in flight.
+        Streamed calls still go through the SDK (its event-stream parser).
         """
         request = self._lib.Request("POST", self._url, headers=self._headers,
                                     content=json.dumps(body).encode())
         try:
-            response = self._http.send(request)
+            response = self._lanes.send(request)
         except self._lib.TimeoutException:
             raise transport_error(timed_out=True) from None
         except self._lib.HTTPError:
@@ -147,28 +150,6 @@ class OpenAICompatClient:
             finish_reason=finish,
             model=completion.get("model") or self.model,
         )
-
-
-def _http_client(timeout_s: float, keep_alive: int | None) -> Any:
-    """Return the SDK's HTTP client whose pool keeps ``keep_alive`` idle connections
-    (None: the SDK's default).
-
-    The limits are built with the type of the SDK's own defaults, so this follows whichever
-    HTTP library the SDK ships with.
-    """
-    defaults = openai.DEFAULT_CONNECTION_LIMITS
-    if keep_alive is None:
-        return openai.DefaultHttpxClient(timeout=timeout_s, limits=defaults)
-    limits = type(defaults)(max_connections=max(keep_alive, defaults.max_connections or 0),
-                            max_keepalive_connections=keep_alive,
-                            keepalive_expiry=defaults.keepalive_expiry)
-    return openai.DefaultHttpxClient(timeout=timeout_s, limits=limits)
-
-
-def _http_library(client: Any) -> ModuleType:
-    """Return the HTTP library the SDK's client class comes from (httpx, or httpx2 in SDK 3)."""
-    base = next(c for c in type(client).__mro__ if c.__module__.split(".")[0] != "openai")
-    return importlib.import_module(base.__module__.split(".")[0])
 
 
 def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:

@@ -413,3 +413,27 @@ def test_a_kept_alive_pool_reuses_its_connection(fake: FakeServer) -> None:
     for _ in range(3):
         client.complete(messages=[{"role": "user", "content": "x"}], tools=[])
     assert len({r["peer"] for r in fake.requests}) == 1, [r["peer"] for r in fake.requests]
+
+
+def test_calls_in_flight_each_get_a_connection_and_keep_alive_bounds_the_idle_ones(
+        fake: FakeServer) -> None:
+    """Six calls at once go out on six connections (none waits for another's); afterwards
+    at most ``keep_alive`` of them stay open and later calls reuse those."""
+    fake.answer = Canned(body=completion({"content": "ok"}), delay_s=0.3)
+    client = OpenAICompatClient(fake.base_url, API_KEY, "fake-model", timeout_s=5, keep_alive=2)
+    ask_once = lambda: client.complete(messages=[{"role": "user", "content": "x"}], tools=[])  # noqa: E731
+    threads = [threading.Thread(target=ask_once) for _ in range(6)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert time.monotonic() - started < 1.2  # at once, not one after another (6 x 0.3 s)
+    at_once = {r["peer"] for r in fake.requests}
+    assert len(at_once) == 6
+    fake.requests.clear()
+    fake.answer = Canned(body=completion({"content": "ok"}))
+    for _ in range(4):
+        ask_once()
+    later = {r["peer"] for r in fake.requests}
+    assert len(later) == 1 and later <= at_once  # a kept connection, not a new one

@@ -1,0 +1,63 @@
+"""HTTP lanes: one single-connection HTTP client per model call in flight, reused.
+
+A worker process keeps hundreds of runs in flight, each waiting on its model at once. One
+HTTP client with a pool of hundreds of connections serves them badly: its pool takes one
+lock for every request and response and scans every connection each time, so with 250
+connections the pool cost more CPU than the rest of the call. A lane is a client of the
+model SDK's own HTTP library (and class) whose pool holds one connection: a call takes an
+idle lane (the most recently used: its connection is kept alive), sends, and gives it back.
+Nothing is shared between calls in flight but a deque, whose pop and append are atomic.
+
+All lanes share one TLS context (building one reads the CA bundle: ~0.1 s of CPU).
+"""
+from __future__ import annotations
+
+import collections
+import importlib
+from types import ModuleType
+from typing import Any
+
+
+class HttpLanes:
+    """Single-connection clients of ``client_class``, at most ``keep`` of them kept idle."""
+
+    def __init__(self, client_class: type, *, timeout_s: float, keep: int,
+                 keepalive_expiry: float | None) -> None:
+        """``client_class`` is the SDK's default HTTP client class (e.g. the SDK's
+        ``DefaultHttpxClient``), built with its defaults but one connection; ``keep`` is how
+        many idle lanes stay open (runs in flight)."""
+        self._class = client_class
+        self._timeout_s = timeout_s
+        self._keep = max(1, keep)
+        self._idle: collections.deque[Any] = collections.deque()
+        self.lib = http_library(client_class)
+        self._tls = self.lib.create_ssl_context()
+        self._limits = self.lib.Limits(max_connections=1, max_keepalive_connections=1,
+                                       keepalive_expiry=keepalive_expiry)
+
+    @property
+    def keep(self) -> int:
+        """How many idle lanes (kept-alive connections) stay open."""
+        return self._keep
+
+    def send(self, request: Any) -> Any:
+        """Send ``request`` on an idle lane (a new one when none is idle); return the
+        response, read in full."""
+        try:
+            lane = self._idle.pop()
+        except IndexError:
+            lane = self._class(timeout=self._timeout_s, limits=self._limits, verify=self._tls)
+        try:
+            return lane.send(request)
+        finally:
+            if len(self._idle) < self._keep:
+                self._idle.append(lane)
+            else:
+                lane.close()
+
+
+def http_library(client_class: type) -> ModuleType:
+    """Return the HTTP library a client class comes from (httpx, or httpx2 in newer SDKs)."""
+    base = next(c for c in client_class.__mro__
+                if c.__module__.split(".")[0] not in ("openai", "anthropic"))
+    return importlib.import_module(base.__module__.split(".")[0])
