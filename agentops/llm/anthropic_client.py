@@ -1,17 +1,30 @@
-"""A ModelClient for Anthropic's Messages API (tool use), through the official ``anthropic`` SDK.
+"""A ModelClient for Anthropic's Messages API (tool use), on the official ``anthropic`` SDK.
 
 The engine speaks OpenAI-style messages; this client translates them: system messages become
 ``system``, an assistant's ``tool_calls`` become ``tool_use`` blocks, and consecutive tool
 messages become one user turn of ``tool_result`` blocks, each paired by its ``tool_use_id``.
+
+A plain call posts its JSON on the SDK's own HTTP client with the headers the SDK would send;
+a streamed call goes through the SDK (its event-stream parser and message accumulator).
 """
 from __future__ import annotations
 
+import importlib
 import json
+from types import ModuleType
 from typing import Any
 
 import anthropic
 
-from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, TextSink, ToolCallRequest, Usage
+from agentops.llm.protocol import (
+    ModelError,
+    ModelOptions,
+    ModelReply,
+    ServerError,
+    TextSink,
+    ToolCallRequest,
+    Usage,
+)
 from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
 from agentops.llm.repair import complete_with_repair
 
@@ -19,6 +32,8 @@ from agentops.llm.repair import complete_with_repair
 DEFAULT_MAX_TOKENS = 1024
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
            "max_tokens": "length", "refusal": "content_filter"}
+# The SDK's body encoding (compact, UTF-8, no NaN), so a plain call sends the SDK's bytes.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 class AnthropicClient:
@@ -31,9 +46,19 @@ class AnthropicClient:
         self.timeout_s = timeout_s
         self.context_window = context_window
         self.options = options or ModelOptions()
+        self._http = anthropic.DefaultHttpxClient(timeout=timeout_s)
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
         self._sdk = anthropic.Anthropic(api_key=api_key or "no-key", base_url=base_url,
-                                        timeout=timeout_s, max_retries=0)
+                                        timeout=timeout_s, max_retries=0, http_client=self._http)
+        self._lib = _http_library(self._http)
+        # What the SDK sends with every request (the HTTP client's own headers, then the SDK's
+        # identity headers, anthropic-version, the key as it words it, the retry count and read
+        # timeout), built once: a plain call is then the body, one send and one JSON parse.
+        self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/v1/messages")
+        self._headers = self._lib.Headers({
+            **self._http.headers,
+            "x-stainless-retry-count": "0", "x-stainless-read-timeout": str(timeout_s),
+            **{k: v for k, v in self._sdk.default_headers.items() if isinstance(v, str)}})
 
     def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  tool_choice: str | dict[str, Any] | None = None, max_tokens: int | None = None,
@@ -54,15 +79,44 @@ class AnthropicClient:
 
     def _once(self, params: dict[str, Any], sink: TextSink | None) -> ModelReply:
         """Send one request (streamed when ``sink`` is given) and return its reply."""
+        if sink is None:
+            return _reply(self._post(params))
         try:
-            if sink is None:
-                return _reply(self._sdk.messages.create(**params))
             with self._sdk.messages.stream(**params) as stream:
                 for piece in stream.text_stream:
                     sink(piece)
-                return _reply(stream.get_final_message())
+                return _reply(stream.get_final_message().to_dict(exclude_unset=False))
         except anthropic.APIError as exc:
             raise _model_error(exc) from None
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        """POST /v1/messages on the SDK's own HTTP client and return the decoded JSON.
+
+        The request carries what the SDK's would (its headers, the key, its timeout) and a
+        failure maps as the SDK's would; but the SDK's request path (options, URL, header and
+        body building, then a typed Message) doubled the CPU of a call, the most of any part
+        of a step with hundreds of runs in flight. Streamed calls still go through the SDK.
+        """
+        request = self._lib.Request("POST", self._url, headers=self._headers,
+                                    content=_ENCODER.encode(body).encode())
+        try:
+            response = self._http.send(request)
+        except self._lib.TimeoutException:
+            raise transport_error(timed_out=True) from None
+        except self._lib.HTTPError:
+            raise transport_error(timed_out=False) from None
+        if response.status_code >= 400:
+            raise _response_error(response) from None
+        try:
+            return json.loads(response.content)
+        except ValueError:
+            raise ServerError("server_error: reply is not JSON") from None
+
+
+def _http_library(client: Any) -> ModuleType:
+    """Return the HTTP library the SDK's client class comes from (httpx, or httpx2)."""
+    base = next(c for c in type(client).__mro__ if c.__module__.split(".")[0] != "anthropic")
+    return importlib.import_module(base.__module__.split(".")[0])
 
 
 def _tool(schema: dict[str, Any]) -> dict[str, Any]:
@@ -126,31 +180,64 @@ def _blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _reply(message: Any) -> ModelReply:
-    """Convert an SDK Message into a ModelReply."""
+    """Convert a decoded Messages API message into a ModelReply; a malformed one is a ServerError."""
+    try:
+        return _reply_of(message)
+    except (AttributeError, KeyError, TypeError):
+        raise ServerError("server_error: malformed reply") from None
+
+
+def _reply_of(message: dict[str, Any]) -> ModelReply:
     text, calls = [], []
-    for block in message.content or ():
-        if block.type == "text":
-            text.append(block.text)
-        elif block.type == "tool_use":
-            args = block.input if isinstance(block.input, dict) else None
-            calls.append(ToolCallRequest(name=block.name, arguments=args,
-                                         raw_arguments=json.dumps(block.input), provider_id=block.id))
-    usage = message.usage
+    for block in message.get("content") or ():
+        if block.get("type") == "text":
+            text.append(block.get("text") or "")
+        elif block.get("type") == "tool_use":
+            raw = block.get("input")
+            calls.append(ToolCallRequest(name=block.get("name") or "",
+                                         arguments=raw if isinstance(raw, dict) else None,
+                                         raw_arguments=json.dumps(raw),
+                                         provider_id=block.get("id") or ""))
+    usage = message.get("usage") or {}
     return ModelReply(
         text="".join(text), tool_calls=tuple(calls),
-        usage=Usage(prompt_tokens=getattr(usage, "input_tokens", 0) or 0,
-                    completion_tokens=getattr(usage, "output_tokens", 0) or 0),
-        finish_reason=_FINISH.get(message.stop_reason or "end_turn", "stop"),
-        model=message.model or "")
+        usage=Usage(prompt_tokens=usage.get("input_tokens") or 0,
+                    completion_tokens=usage.get("output_tokens") or 0),
+        finish_reason=_FINISH.get(message.get("stop_reason") or "end_turn", "stop"),
+        model=message.get("model") or "")
 
 
 def _model_error(exc: anthropic.APIError) -> ModelError:
-    """Map an SDK error to a ModelError whose message is a short, secret-free summary."""
+    """Map an SDK error (a streamed call) to a ModelError: a short, secret-free summary."""
     if isinstance(exc, anthropic.APIConnectionError):
         return transport_error(timed_out=isinstance(exc, anthropic.APITimeoutError))
     status = getattr(exc, "status_code", None)
-    body = exc.body if isinstance(exc.body, dict) else {}
-    code = safe_code((body.get("error") or {}).get("type"))
-    # Anthropic says "prompt is too long" in a 400; 413 is its request_too_large.
-    overflow = status == 413 or (status == 400 and mentions_context(exc.message, exc.body))
-    return status_error(status, code, response=getattr(exc, "response", None), overflow=overflow)
+    return status_error(status, _error_type(exc.body), response=getattr(exc, "response", None),
+                        overflow=_overflow(status, exc.message, exc.body))
+
+
+def _response_error(response: Any) -> ModelError:
+    """Map an HTTP error answer to a ModelError, reading its body and wording its message as
+    the SDK's ``_make_status_error_from_response`` does (JSON, else the stripped text)."""
+    text = response.text.strip()
+    try:
+        body: Any = json.loads(text)
+        message = f"Error code: {response.status_code} - {body}"
+    except ValueError:
+        body, message = text, text or f"Error code: {response.status_code}"
+    return status_error(response.status_code, _error_type(body), response=response,
+                        overflow=_overflow(response.status_code, message, body))
+
+
+def _error_type(body: object) -> str:
+    """Return the vetted ``error.type`` of an Anthropic error body (e.g. overloaded_error), else ""."""
+    error = body.get("error") if isinstance(body, dict) else None
+    return safe_code(error.get("type") if isinstance(error, dict) else None)
+
+
+def _overflow(status: object, message: str, body: object) -> bool:
+    """Tell whether a 4xx says the prompt does not fit the model's window.
+
+    Anthropic says "prompt is too long" in a 400; 413 is its request_too_large.
+    """
+    return status == 413 or (status == 400 and mentions_context(message, body))

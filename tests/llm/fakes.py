@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,12 +17,15 @@ from typing import Any
 
 @dataclass
 class Answer:
-    """One scripted HTTP answer: a JSON body, or SSE events ``(event name or "", data)``."""
+    """One scripted HTTP answer: a JSON body (``raw``: these bytes as it), or SSE events
+    ``(event name or "", data)``; given ``delay_s`` after the request arrived."""
 
     status: int = 200
     body: Any = None
     events: list[tuple[str, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+    delay_s: float = 0.0
 
 
 @dataclass
@@ -47,13 +51,14 @@ def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
             state.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
                                    "json": json.loads(self.rfile.read(length) or b"{}")})
             answer = state.answers.pop(0) if state.answers else Answer(500, {"error": "no answer"})
+            time.sleep(answer.delay_s)
             if answer.events is not None:
                 self._stream(answer)
             else:
                 self._json(answer)
 
         def _json(self, answer: Answer) -> None:
-            payload = json.dumps(answer.body).encode()
+            payload = answer.raw if answer.raw is not None else json.dumps(answer.body).encode()
             self.send_response(answer.status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(payload)))

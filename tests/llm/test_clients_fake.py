@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import pytest
 
 from agentops.llm.anthropic_client import AnthropicClient
@@ -15,13 +16,15 @@ from agentops.llm.openai_compat import OpenAICompatClient
 from agentops.llm.protocol import (
     AuthError,
     ContextOverflow,
+    InvalidRequest,
     ModelOptions,
+    ModelTimeout,
     RateLimited,
     ServerError,
 )
 from agentops.tools import tool
 
-from .fakes import an_error, an_message, an_stream, fake_provider, oa_completion, oa_stream
+from .fakes import Answer, an_error, an_message, an_stream, fake_provider, oa_completion, oa_stream
 
 
 @tool(effect="read")
@@ -168,18 +171,97 @@ def test_anthropic_repair_turn(anthropic_fake):
     assert "7 is not of type 'string'" in reply.repairs[0]
 
 
-@pytest.mark.parametrize(("answer", "error"), [
-    (an_error(429, "rate_limit_error", "slow down"), RateLimited),
-    (an_error(529, "overloaded_error", "Overloaded"), ServerError),
-    (an_error(401, "authentication_error", "invalid x-api-key"), AuthError),
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("answer", "error", "code"), [
+    (an_error(429, "rate_limit_error", "slow down"), RateLimited, "rate_limit_error"),
+    (an_error(529, "overloaded_error", "Overloaded"), ServerError, "overloaded_error"),
+    (an_error(500, "api_error", "Internal"), ServerError, "api_error"),
+    (an_error(409, "conflict", "busy"), ServerError, "conflict"),
+    (an_error(408, "timeout_error", "slow"), ModelTimeout, "timeout_error"),
+    (an_error(401, "authentication_error", "invalid x-api-key"), AuthError, "authentication_error"),
+    (an_error(403, "permission_error", "no"), AuthError, "permission_error"),
     (an_error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
-     ContextOverflow),
+     ContextOverflow, "invalid_request_error"),
+    (an_error(413, "request_too_large", "Request exceeds the maximum size"), ContextOverflow,
+     "request_too_large"),
+    (an_error(400, "invalid_request_error", "messages: roles must alternate"), InvalidRequest,
+     "invalid_request_error"),
+    (an_error(404, "not_found_error", "model: claude-fake"), InvalidRequest, "not_found_error"),
+    (Answer(502, raw=b"<html>Bad Gateway</html>"), ServerError, ""),
+    (Answer(400, {"error": "the prompt is too long"}), ContextOverflow, ""),
+    (Answer(400, {"type": "error", "error": {"type": "bad type!", "message": "x"}}), InvalidRequest,
+     ""),
 ])
-def test_anthropic_errors_map_to_model_errors(anthropic_fake, answer, error):
+def test_anthropic_errors_map_to_model_errors(anthropic_fake, answer, error, code, stream):
+    """A plain call (our own HTTP path) and a streamed one (the SDK's) map each failure alike."""
     answer.headers = {"retry-after": "3"} if answer.status == 429 else {}
     anthropic_fake.push(answer)
     with pytest.raises(error) as caught:
-        an(anthropic_fake).complete(messages=CONVERSATION, tools=TOOLS)
+        an(anthropic_fake, stream=stream).complete(messages=CONVERSATION, tools=TOOLS,
+                                                   on_text=lambda piece: None)
     assert "sk-ant-x" not in str(caught.value) and "127.0.0.1" not in str(caught.value)
+    assert caught.value.status_code == answer.status and caught.value.provider_code == code
+    assert str(caught.value).endswith(f"HTTP {answer.status} ({code})" if code else f"HTTP {answer.status}")
     if error is RateLimited:
         assert caught.value.retry_after == 3
+
+
+def test_anthropic_plain_call_sends_what_the_sdk_sends(anthropic_fake):
+    """Headers (identity, anthropic-version, the key, retry count, read timeout) and body of a
+    plain call are those of the SDK's own ``messages.create`` with the same parameters."""
+    anthropic_fake.push(an_message(text="ok"), an_message(text="ok"))
+    an(anthropic_fake).complete(messages=CONVERSATION, tools=TOOLS, tool_choice="auto")
+    ours = anthropic_fake.requests[0]
+    sdk = anthropic.Anthropic(api_key="sk-ant-x", base_url=anthropic_fake.base_url, timeout=5,
+                              max_retries=0)
+    sdk.messages.create(**ours["json"])
+    theirs = anthropic_fake.requests[1]
+    assert ours["path"] == theirs["path"] == "/v1/messages" and ours["json"] == theirs["json"]
+    # x-stainless-timeout is the SDK's str() of an unset option ("NOT_GIVEN"): not sent.
+    skip = {"host", "x-stainless-timeout"}
+    assert {k: v for k, v in ours["headers"].items() if k not in skip} == {
+        k: v for k, v in theirs["headers"].items() if k not in skip}
+    assert ours["json"] == {"model": "claude-fake", "max_tokens": 1024, "system": "You are terse.",
+                            "tools": [{"name": "get_weather", "description": "Get the weather.",
+                                       "input_schema": TOOLS[0]["function"]["parameters"]}],
+                            "tool_choice": {"type": "auto"},
+                            "messages": ours["json"]["messages"]}
+
+
+def test_anthropic_base_url_path_is_kept():
+    with fake_provider("/proxy/anthropic") as fake:
+        fake.push(an_message(text="ok"))
+        assert an(fake).complete(messages=CONVERSATION, tools=TOOLS).text == "ok"
+        assert fake.requests[0]["path"] == "/proxy/anthropic/v1/messages"
+
+
+@pytest.mark.parametrize("answer", [
+    Answer(raw=b"not json"),
+    Answer(body=["a", "list"]),
+    Answer(body={"type": "message", "content": ["text"], "usage": {}}),
+    Answer(body={"type": "message", "content": [], "usage": "none"}),
+])
+def test_anthropic_malformed_200_is_server_error(anthropic_fake, answer):
+    anthropic_fake.push(answer)
+    with pytest.raises(ServerError, match="^server_error: (reply is not JSON|malformed reply)$"):
+        an(anthropic_fake).complete(messages=CONVERSATION, tools=TOOLS)
+
+
+def test_anthropic_sparse_200_reads_as_empty_reply(anthropic_fake):
+    anthropic_fake.push(Answer(body={"content": [{"type": "tool_use", "name": "get_weather",
+                                                  "id": "toolu_9", "input": "Paris"}]}))
+    reply = an(anthropic_fake).complete(messages=CONVERSATION, tools=TOOLS)
+    assert (reply.text, reply.finish_reason, reply.model, reply.usage.prompt_tokens) == ("", "stop", "", 0)
+    call = reply.tool_calls[0]
+    assert (call.arguments, call.raw_arguments, call.provider_id) == (None, '"Paris"', "toolu_9")
+
+
+def test_anthropic_transport_failures(anthropic_fake):
+    anthropic_fake.push(Answer(body={}, delay_s=1.0))
+    slow = AnthropicClient(api_key="k", model="m", base_url=anthropic_fake.base_url, timeout_s=0.2)
+    with pytest.raises(ModelTimeout, match="^timeout: no answer in time$"):
+        slow.complete(messages=CONVERSATION, tools=TOOLS)
+    with fake_provider() as closed:
+        url = closed.base_url
+    with pytest.raises(ServerError, match="^server_error: connection failed$"):
+        AnthropicClient(api_key="k", model="m", base_url=url).complete(messages=CONVERSATION, tools=[])
