@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from runs.engine.runtime.queue import worker_name
 
 log = logging.getLogger("agentops.slots")
 _lock = threading.Lock()
 _state: dict[str, Any] = {"slots": None, "in_flight": 0, "pooled": False}
 _draining = threading.Event()
+_released = threading.local()  # .wrapper: the wrapper whose connection db_release handed back
 _SLOT_PREFIX = "run-slot:"
 
 
@@ -125,11 +127,55 @@ def db_release() -> None:
     """Hand this thread's connection back to the pool before a long wait (model, tool).
 
     Only when pooled and outside a transaction: otherwise the next query would reconnect
-    from scratch, or the transaction would be lost.
+    from scratch, or the transaction would be lost. ``db_reacquire`` takes one back.
     """
-    if _state["pooled"] and connection.connection is not None \
-            and not connection.in_atomic_block:
-        connection.close()
+    if not _state["pooled"]:
+        return
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    if wrapper.connection is not None and not wrapper.in_atomic_block:
+        wrapper.close()  # Django's own close: psycopg_pool putconn, nothing more
+        _released.wrapper = wrapper
+
+
+def db_reacquire() -> None:
+    """Take a connection from the pool again after ``db_release`` (before the lease can end).
+
+    Django's ``connect()`` would rebuild the connection parameters (unused with a pool), set
+    autocommit and send ``connection_created`` on every checkout: about three quarters of
+    a release/reacquire cycle's CPU. After ``db_release`` (Django connected this thread's
+    wrapper, so the signal was sent for it, and no transaction is open) only the pool's
+    ``getconn()`` and the resets ``connect()`` makes are needed: a pooled connection was
+    configured by the pool when it was opened (``OPTIONS["pool"]`` passes Django's
+    configure callback) and its session named at connect time (runs.apps has nothing to
+    do). Anything else (no pool, nothing released, ``atomic()``) goes through Django's
+    ``ensure_connection()``.
+    """
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    released, _released.wrapper = getattr(_released, "wrapper", None), None
+    if wrapper.connection is not None:
+        return
+    if released is not wrapper or wrapper.in_atomic_block \
+            or not wrapper.settings_dict["AUTOCOMMIT"]:
+        wrapper.ensure_connection()
+        return
+    _connect_state_reset(wrapper)
+    pool = wrapper.pool
+    with wrapper.wrap_database_errors:
+        if pool.closed:  # replaced since (Django's close_pool): open it as connect() does
+            pool.open()
+        wrapper.connection = pool.getconn()
+        if not wrapper.connection.autocommit:  # handed back inside a transaction
+            wrapper.connection.autocommit = True
+    wrapper.autocommit = True
+
+
+def _connect_state_reset(wrapper: Any) -> None:
+    """Reset what BaseDatabaseWrapper.connect() resets before it takes a new connection."""
+    wrapper.savepoint_ids, wrapper.atomic_blocks, wrapper.run_on_commit = [], [], []
+    wrapper.needs_rollback = wrapper.closed_in_transaction = wrapper.errors_occurred = False
+    wrapper.health_check_enabled = wrapper.settings_dict["CONN_HEALTH_CHECKS"]
+    wrapper.health_check_done = True
+    wrapper.close_at = time.monotonic()  # CONN_MAX_AGE is 0 with a pool
 
 
 def slot_wait_free() -> None:

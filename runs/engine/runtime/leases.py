@@ -36,7 +36,7 @@ from agentops.tools import CancelToken
 from runs.engine.runtime.keeper import keeper_hold, keeper_release, keeper_unwatch, keeper_watch
 from runs.live import live_flush
 from runs.models import Run
-from runs.slots import db_release, on_slot
+from runs.slots import db_reacquire, db_release, on_slot
 from runs.statuses import RunStatus
 
 log = logging.getLogger("agentops.leases")
@@ -190,7 +190,8 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     third of the TTL), so short calls never touch the database from a second thread. On
     one, the keeper process already renews the whole tick: only the tokens are registered.
     The calling thread's database connection goes back to the pool first
-    (runs.slots.db_release): nobody holds one while waiting.
+    (runs.slots.db_release) and is taken back at the end (db_reacquire): nobody holds one
+    while waiting.
     """
     live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
     beat = heartbeat_for(run, owner, tokens)
@@ -208,7 +209,7 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
         try:
             # Take a connection back while the lease is still kept: on a busy host the wait
             # for one from the pool can outlast what is left of the lease.
-            connection.ensure_connection()
+            db_reacquire()
         finally:
             if process:
                 keeper_unwatch(run.pk, key)
