@@ -121,9 +121,20 @@ def strip_nul(text: str) -> str:
     return text
 
 
+# Encoders made once: ``json.dumps`` with any option builds a new JSONEncoder on every call,
+# and the engine encodes several small documents per step.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value`` (sorted keys, no spaces)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL(value)
+
+
+def compact_json(value: Any) -> str:
+    """Return the JSON text of ``value`` without spaces, keys in their order, non-ASCII as is."""
+    return _COMPACT(value)
 
 
 def sha256_json(value: Any) -> str:

@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 # Short values (a 2-digit count, "yes") would scrub innocent text; secrets are longer.
 MIN_SECRET_LEN = 4
@@ -140,13 +141,37 @@ EMPTY = Secrets()
 
 def configured_secrets() -> Secrets:
     """Return the secrets of this installation's configuration (API keys, tokens, env values)."""
-    names = ("AGENTOPS_MODEL_API_KEY", "AGENTOPS_METRICS_TOKEN", "AGENTOPS_REDACTION_KEY")
-    values: list[Any] = [getattr(settings, n, "") for n in names]
-    values.extend(getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ())
-    values.extend(getattr(settings, "AGENTOPS_CHECKPOINT_KEYS", ()) or ())
-    values.extend(os.environ.get(n, "") for n in getattr(settings, "AGENTOPS_SECRET_ENV", ()))
-    values.extend(getattr(settings, "AGENTOPS_SECRET_VALUES", ()) or ())
-    return Secrets.of(v for v in values if v)
+    secrets, env_names = _from_settings()
+    if env_names:  # read each time: the environment may change under the same settings
+        secrets = secrets | Secrets.of(v for v in map(os.environ.get, env_names) if v)
+    return secrets
+
+
+# The settings' part of configured_secrets, made once and dropped when a setting changes
+# (override_settings): every tool call reads it, and a setting left unset costs an
+# AttributeError inside each getattr.
+_settings_part: dict[str, tuple[Secrets, tuple[str, ...]]] = {}
+
+
+def _from_settings() -> tuple[Secrets, tuple[str, ...]]:
+    """Return (the secrets the settings hold, the names in AGENTOPS_SECRET_ENV)."""
+    made = _settings_part.get("made")
+    if made is None:
+        names = ("AGENTOPS_MODEL_API_KEY", "AGENTOPS_METRICS_TOKEN", "AGENTOPS_REDACTION_KEY")
+        values: list[Any] = [getattr(settings, n, "") for n in names]
+        values.extend(getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ())
+        values.extend(getattr(settings, "AGENTOPS_CHECKPOINT_KEYS", ()) or ())
+        values.extend(getattr(settings, "AGENTOPS_SECRET_VALUES", ()) or ())
+        env_names = tuple(getattr(settings, "AGENTOPS_SECRET_ENV", ()) or ())
+        made = _settings_part["made"] = (Secrets.of(v for v in values if v), env_names)
+    return made
+
+
+def _forget_settings_part(**_: Any) -> None:
+    _settings_part.clear()
+
+
+setting_changed.connect(_forget_settings_part, dispatch_uid="agentops.redaction.settings_part")
 
 
 def remember(secrets: Secrets) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -96,26 +97,33 @@ def observe_step(agent: str, outcome: str, seconds: float) -> None:
     STEP_SECONDS.labels(agent=agent, outcome=outcome).observe(max(seconds, 0.0))
 
 
+# Labelled children of the per-step metrics, cached: ``labels()`` takes a lock and builds a
+# key on every call, and these are fed several times per step.
+_CHILDREN: dict[tuple, Any] = {}
+
+
+def _child(metric: Any, *values: str) -> Any:
+    key = (metric, values)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*values)
+    return child
+
+
 def observe_tool_call(tool: str, outcome: str, seconds: float) -> None:
     """Record one tool-call attempt's duration and outcome class."""
-    TOOL_CALL_SECONDS.labels(tool=tool).observe(max(seconds, 0.0))
-    TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
-
-
-_UNIT_CHILDREN: dict[str, object] = {}
+    _child(TOOL_CALL_SECONDS, tool).observe(max(seconds, 0.0))
+    _child(TOOL_CALLS, tool, outcome).inc()
 
 
 def count_unit(agent: str) -> None:
-    """Count one unit of work of ``agent`` (the labelled child is cached: this is per unit)."""
-    child = _UNIT_CHILDREN.get(agent)
-    if child is None:
-        child = _UNIT_CHILDREN[agent] = UNITS.labels(agent=agent)
-    child.inc()  # type: ignore[attr-defined]
+    """Count one unit of work of ``agent``."""
+    _child(UNITS, agent).inc()
 
 
 def count_model_call(agent: str, outcome: str) -> None:
     """Count one model call of ``agent`` by outcome (ok or the error category)."""
-    MODEL_CALLS.labels(agent=agent, outcome=outcome).inc()
+    _child(MODEL_CALLS, agent, outcome).inc()
 
 
 def count_retry(kind: str) -> None:
@@ -141,9 +149,9 @@ def count_budget_exhausted(agent: str) -> None:
 def observe_model_usage(agent: str, tokens: int, cost_micros: int) -> None:
     """Add one model call's tokens and cost to ``agent``'s totals."""
     if tokens > 0:
-        MODEL_TOKENS.labels(agent=agent).inc(tokens)
+        _child(MODEL_TOKENS, agent).inc(tokens)
     if cost_micros > 0:
-        MODEL_COST.labels(agent=agent).inc(cost_micros)
+        _child(MODEL_COST, agent).inc(cost_micros)
 
 
 class _Chain:

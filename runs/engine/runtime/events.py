@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
 from agentops import clock
 from agentops.control import LeaseLost
-from agentops.jsonstate import check_json
+from agentops.jsonstate import check_json, compact_json
 from agentops.redaction import Secrets
 from ledger.secrets import run_secrets
 from runs.engine.runtime import unit_sql
@@ -43,10 +42,17 @@ class NewEvent:
                                    "runs.event_types (reduced or audit-only)", type=self.type)
         check_json(self.data, f"event[{self.type}].data")
 
-    @cached_property
+    @property
     def data_json(self) -> str:
-        """Return the JSON text of ``data`` (made once: sizing and the one-statement write use it)."""
-        return json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        """Return the JSON text of ``data`` (made once: sizing and the one-statement write use it).
+
+        Kept in the instance's ``__dict__`` by hand: Python 3.11's ``cached_property`` takes a
+        lock on every read, and this is read for every event of every unit.
+        """
+        text = self.__dict__.get("_data_json")
+        if text is None:
+            text = self.__dict__["_data_json"] = compact_json(self.data)
+        return text
 
 
 def events_scrubbed(events: Sequence[NewEvent], secrets: Secrets) -> list[NewEvent]:

@@ -68,8 +68,9 @@ def tools_settled(settled: Iterable[Any], started: dt.datetime) -> None:
             metrics.count_retry("tool")
         # A warning is for what needs a person (block, unknown); a retry or a park is routine.
         level = logging.WARNING if st.next in ("block", "unknown") else logging.INFO
-        with run_log_context(tool_call_id=call.tool_call_id, attempt=call.attempts or None):
-            log.log(level, "tool %s %s (next: %s)", call.tool, outcome, st.next)
+        if log.isEnabledFor(level):  # the context costs more than the disabled line itself
+            with run_log_context(tool_call_id=call.tool_call_id, attempt=call.attempts or None):
+                log.log(level, "tool %s %s (next: %s)", call.tool, outcome, st.next)
 
 
 def run_stopped(agent: str, status: str, category: str, detail: str) -> None:

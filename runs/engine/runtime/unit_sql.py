@@ -37,11 +37,13 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (AutoField, BigAutoField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
+from agentops.jsonstate import compact_json
 from agentops.writes import RowsInsert, RowsUpdate
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
+_ROWS_JSON = json.JSONEncoder(separators=(",", ":")).encode  # made once (see compact_json)
 _NEVER = 2**31
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 _AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
@@ -227,7 +229,7 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
 def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime) -> str:
     """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
     common = f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},"at":"{at.isoformat()}"'
-    docs, dumps = [], json.dumps
+    docs, dumps = [], compact_json
     for i, e in enumerate(events):
         head: dict[str, Any] = {"seq": first_seq + i, "type": e.type,
                                 "tool_call_id": e.tool_call_id, "actor": e.actor}
@@ -235,7 +237,7 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
             head["attempt"] = e.attempt
         if e.key is not None:
             head["key"] = e.key
-        text = dumps(head, ensure_ascii=False, separators=(",", ":"))
+        text = dumps(head)
         docs.append(f'{text[:-1]},{common},"data":{e.data_json}}}')
     return "[" + ",".join(docs) + "]"
 
@@ -261,7 +263,7 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str
                 continue
             doc[c.column] = value if c.as_is else _json_value(value)
         docs.append(doc)
-    return json.dumps(docs, separators=(",", ":"))
+    return _ROWS_JSON(docs)
 
 
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
