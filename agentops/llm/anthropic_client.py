@@ -9,9 +9,7 @@ a streamed call goes through the SDK (its event-stream parser and message accumu
 """
 from __future__ import annotations
 
-import importlib
 import json
-from types import ModuleType
 from typing import Any
 
 import anthropic
@@ -25,6 +23,7 @@ from agentops.llm.protocol import (
     ToolCallRequest,
     Usage,
 )
+from agentops.llm.http_lanes import HttpLanes
 from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
 from agentops.llm.repair import complete_with_repair
 
@@ -41,7 +40,9 @@ class AnthropicClient:
 
     def __init__(self, *, api_key: str, model: str, base_url: str | None = None,
                  timeout_s: float = 60, context_window: int = 200_000,
-                 options: ModelOptions | None = None) -> None:
+                 options: ModelOptions | None = None, keep_alive: int | None = None) -> None:
+        """``keep_alive``: idle connections kept open (None: one); a worker process with N
+        runs in flight shares one client and wants N."""
         self.model = model
         self.timeout_s = timeout_s
         self.context_window = context_window
@@ -50,7 +51,10 @@ class AnthropicClient:
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
         self._sdk = anthropic.Anthropic(api_key=api_key or "no-key", base_url=base_url,
                                         timeout=timeout_s, max_retries=0, http_client=self._http)
-        self._lib = _http_library(self._http)
+        # The SDK's own client serves streamed calls; plain calls go out on lanes.
+        self._lanes = HttpLanes(anthropic.DefaultHttpxClient, timeout_s=timeout_s,
+                                keep=keep_alive or 1, keepalive_expiry=_keepalive_expiry())
+        self._lib = self._lanes.lib
         # What the SDK sends with every request (the HTTP client's own headers, then the SDK's
         # identity headers, anthropic-version, the key as it words it, the retry count and read
         # timeout), built once: a plain call is then the body, one send and one JSON parse.
@@ -100,7 +104,7 @@ class AnthropicClient:
         request = self._lib.Request("POST", self._url, headers=self._headers,
                                     content=_ENCODER.encode(body).encode())
         try:
-            response = self._http.send(request)
+            response = self._lanes.send(request)
         except self._lib.TimeoutException:
             raise transport_error(timed_out=True) from None
         except self._lib.HTTPError:
@@ -113,11 +117,10 @@ class AnthropicClient:
             raise ServerError("server_error: reply is not JSON") from None
 
 
-def _http_library(client: Any) -> ModuleType:
-    """Return the HTTP library the SDK's client class comes from (httpx, or httpx2)."""
-    base = next(c for c in type(client).__mro__ if c.__module__.split(".")[0] != "anthropic")
-    return importlib.import_module(base.__module__.split(".")[0])
-
+def _keepalive_expiry() -> float | None:
+    """Return how long the SDK's own pool keeps an idle connection."""
+    limits = getattr(anthropic, "DEFAULT_CONNECTION_LIMITS", None)
+    return getattr(limits, "keepalive_expiry", 5.0)
 
 def _tool(schema: dict[str, Any]) -> dict[str, Any]:
     """Return an OpenAI function schema as an Anthropic tool."""

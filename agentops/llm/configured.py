@@ -124,6 +124,7 @@ def anthropic_from_settings(options: ModelOptions | None = None) -> ModelClient:
         timeout_s=float(_setting("AGENTOPS_MODEL_TIMEOUT_S", 60)),
         context_window=int(_setting("AGENTOPS_MODEL_CONTEXT_WINDOW", 200_000)),
         options=options or model_options(),
+        keep_alive=_keep_alive(),
     )
 
 

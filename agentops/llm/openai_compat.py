@@ -49,16 +49,19 @@ class OpenAICompatClient:
         self.options = options or ModelOptions()
         # The engine owns retries (with its budget and policy); SDK retries would hide them.
         # The SDK's own client serves streamed calls; plain calls go out on lanes.
+        http = openai.DefaultHttpxClient(timeout=timeout_s)
         self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or _NO_KEY,
-                                  timeout=timeout_s, max_retries=0)
+                                  timeout=timeout_s, max_retries=0, http_client=http)
         self._lanes = HttpLanes(openai.DefaultHttpxClient, timeout_s=timeout_s,
                                 keep=keep_alive or 1,
                                 keepalive_expiry=openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry)
         self._lib = self._lanes.lib
-        # What the SDK sends with every request (its identity headers and the key as a bearer
-        # token), built once: a plain call is then the body, one send and one JSON parse.
+        # What the SDK sends with every request (the HTTP client's own headers, its identity
+        # headers, the retry count and the key as a bearer token), built once: a plain call is
+        # then the body, one send and one JSON parse.
         self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/chat/completions")
         self._headers = self._lib.Headers({
+            **http.headers, "x-stainless-retry-count": "0",
             **{k: v for k, v in self._sdk.default_headers.items() if isinstance(v, str)},
             "Authorization": f"Bearer {self._sdk.api_key}"})
 
