@@ -101,26 +101,14 @@ class AnthropicClient:
         body building, then a typed Message) doubled the CPU of a call, the most of any part
         of a step with hundreds of runs in flight. Streamed calls still go through the SDK.
         """
-        request = self._lib.Request("POST", self._url, headers=self._headers,
-                                    content=_ENCODER.encode(body).encode())
-        try:
-            response = self._lanes.send(request)
-        except self._lib.TimeoutException:
-            raise transport_error(timed_out=True) from None
-        except self._lib.HTTPError:
-            raise transport_error(timed_out=False) from None
-        if response.status_code >= 400:
-            raise _response_error(response) from None
-        try:
-            return json.loads(response.content)
-        except ValueError:
-            raise ServerError("server_error: reply is not JSON") from None
+        return self._lanes.post_json(self._url, self._headers, _ENCODER.encode(body).encode(), _response_error)
 
 
 def _keepalive_expiry() -> float | None:
     """Return how long the SDK's own pool keeps an idle connection."""
     limits = getattr(anthropic, "DEFAULT_CONNECTION_LIMITS", None)
     return getattr(limits, "keepalive_expiry", 5.0)
+
 
 def _tool(schema: dict[str, Any]) -> dict[str, Any]:
     """Return an OpenAI function schema as an Anthropic tool."""

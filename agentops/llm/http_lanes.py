@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import collections
 import importlib
+import json
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from agentops.llm.protocol import ModelError, ServerError
+from agentops.llm.provider_errors import transport_error
 
 
 class HttpLanes:
@@ -39,6 +44,25 @@ class HttpLanes:
     def keep(self) -> int:
         """How many idle lanes (kept-alive connections) stay open."""
         return self._keep
+
+    def post_json(self, url: Any, headers: Any, content: bytes,
+                  error_of: Callable[[Any], ModelError]) -> Any:
+        """POST ``content`` and return the decoded JSON reply; raise the ModelError for a
+        transport failure (a timeout or none answered), for an HTTP error answer
+        (``error_of(response)``, the provider's own mapping) or for a reply that is not JSON."""
+        request = self.lib.Request("POST", url, headers=headers, content=content)
+        try:
+            response = self.send(request)
+        except self.lib.TimeoutException:
+            raise transport_error(timed_out=True) from None
+        except self.lib.HTTPError:
+            raise transport_error(timed_out=False) from None
+        if response.status_code >= 400:
+            raise error_of(response) from None
+        try:
+            return json.loads(response.content)
+        except ValueError:
+            raise ServerError("server_error: reply is not JSON") from None
 
     def send(self, request: Any) -> Any:
         """Send ``request`` on an idle lane (a new one when none is idle); return the

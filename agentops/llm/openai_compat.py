@@ -111,20 +111,7 @@ class OpenAICompatClient:
         HTTP call itself, the most of any part of a step with hundreds of runs in flight.
         Streamed calls still go through the SDK (its event-stream parser).
         """
-        request = self._lib.Request("POST", self._url, headers=self._headers,
-                                    content=json.dumps(body).encode())
-        try:
-            response = self._lanes.send(request)
-        except self._lib.TimeoutException:
-            raise transport_error(timed_out=True) from None
-        except self._lib.HTTPError:
-            raise transport_error(timed_out=False) from None
-        if response.status_code >= 400:
-            raise _response_error(response) from None
-        try:
-            return json.loads(response.content)
-        except ValueError:
-            raise ServerError("server_error: reply is not JSON") from None
+        return self._lanes.post_json(self._url, self._headers, json.dumps(body).encode(), _response_error)
 
     def _reply(self, completion: Any) -> ModelReply:
         """Convert a decoded chat.completion into a ModelReply; a malformed one is a ServerError."""
