@@ -6,8 +6,9 @@ OpenAI, vLLM, Ollama, llama.cpp; "anthropic" for the Messages API); the other
 This is the only module that knows both clients; they know neither it nor each other. Each
 is imported only when asked for, so a process loads one provider's SDK, not both.
 
-A process keeps ONE configured client (``model_from_settings``): its HTTP pool keeps a
-connection per run in flight alive, instead of a new client (and TCP/TLS set-up) per run.
+A process keeps ONE configured client (``model_from_settings``): its HTTP lanes keep a
+connection per run in flight alive (agentops.llm.http_lanes), instead of a new client (and
+TCP/TLS set-up) per run.
 It is rebuilt when the settings it was built from change (tests override them).
 """
 from __future__ import annotations
