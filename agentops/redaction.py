@@ -147,31 +147,24 @@ def configured_secrets() -> Secrets:
     return secrets
 
 
-# The settings' part of configured_secrets, made once and dropped when a setting changes
-# (override_settings): every tool call reads it, and a setting left unset costs an
-# AttributeError inside each getattr.
-_settings_part: dict[str, tuple[Secrets, tuple[str, ...]]] = {}
-
-
+@lru_cache(maxsize=1)
 def _from_settings() -> tuple[Secrets, tuple[str, ...]]:
-    """Return (the secrets the settings hold, the names in AGENTOPS_SECRET_ENV)."""
-    made = _settings_part.get("made")
-    if made is None:
-        names = ("AGENTOPS_MODEL_API_KEY", "AGENTOPS_METRICS_TOKEN", "AGENTOPS_REDACTION_KEY")
-        values: list[Any] = [getattr(settings, n, "") for n in names]
-        values.extend(getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ())
-        values.extend(getattr(settings, "AGENTOPS_CHECKPOINT_KEYS", ()) or ())
-        values.extend(getattr(settings, "AGENTOPS_SECRET_VALUES", ()) or ())
-        env_names = tuple(getattr(settings, "AGENTOPS_SECRET_ENV", ()) or ())
-        made = _settings_part["made"] = (Secrets.of(v for v in values if v), env_names)
-    return made
+    """Return (the secrets the settings hold, the names in AGENTOPS_SECRET_ENV).
+
+    Made once and forgotten when a setting changes (override_settings): every tool call
+    reads it, and a setting left unset costs an AttributeError inside each getattr.
+    """
+    names = ("AGENTOPS_MODEL_API_KEY", "AGENTOPS_METRICS_TOKEN", "AGENTOPS_REDACTION_KEY")
+    values: list[Any] = [getattr(settings, n, "") for n in names]
+    values.extend(getattr(settings, "AGENTOPS_SEAL_KEYS", ()) or ())
+    values.extend(getattr(settings, "AGENTOPS_CHECKPOINT_KEYS", ()) or ())
+    values.extend(getattr(settings, "AGENTOPS_SECRET_VALUES", ()) or ())
+    env_names = tuple(getattr(settings, "AGENTOPS_SECRET_ENV", ()) or ())
+    return Secrets.of(v for v in values if v), env_names
 
 
-def _forget_settings_part(**_: Any) -> None:
-    _settings_part.clear()
-
-
-setting_changed.connect(_forget_settings_part, dispatch_uid="agentops.redaction.settings_part")
+setting_changed.connect(lambda **_: _from_settings.cache_clear(), weak=False,
+                        dispatch_uid="agentops.redaction.settings_part")
 
 
 def remember(secrets: Secrets) -> None:

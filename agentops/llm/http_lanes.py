@@ -40,11 +40,6 @@ class HttpLanes:
         self._limits = self.lib.Limits(max_connections=1, max_keepalive_connections=1,
                                        keepalive_expiry=keepalive_expiry)
 
-    @property
-    def keep(self) -> int:
-        """How many idle lanes (kept-alive connections) stay open."""
-        return self._keep
-
     def post_json(self, url: Any, headers: Any, content: bytes,
                   error_of: Callable[[Any], ModelError]) -> Any:
         """POST ``content`` and return the decoded JSON reply; raise the ModelError for a

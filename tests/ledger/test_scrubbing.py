@@ -8,7 +8,7 @@ import pytest
 
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
-from agentops.redaction import Secrets, marker, scrub_stream
+from agentops.redaction import Secrets, configured_secrets, marker, scrub_stream
 from agentops.tools import ToolResult, tool
 from ledger.artifacts import artifact_read
 from ledger.models import ToolCall
@@ -46,6 +46,22 @@ def test_values_of_the_configured_secret_env_are_scrubbed_everywhere(engine, set
     assert not [s for s in stored if TOKEN in s]
     assert row.facts["auth"] == f"Bearer {marker(TOKEN)}"
     assert artifact_read(row.artifact_sha256).count(marker(TOKEN).encode()) == 3
+
+
+def test_configured_secrets_follow_a_changed_setting_and_the_environment(settings, monkeypatch):
+    """The settings' part is made once, so it must be made again when a setting changes; the
+    values of AGENTOPS_SECRET_ENV are read from the environment each time."""
+    assert configured_secrets().scrub_text("sk-first-value") == "sk-first-value"  # not yet one
+    settings.AGENTOPS_SECRET_VALUES = ["sk-first-value"]
+    assert configured_secrets().scrub_text("key sk-first-value") == f"key {marker('sk-first-value')}"
+    settings.AGENTOPS_SECRET_VALUES = ["sk-second-value"]
+    scrubbed = configured_secrets().scrub_text("sk-first-value sk-second-value")
+    assert scrubbed == f"sk-first-value {marker('sk-second-value')}"
+    settings.AGENTOPS_SECRET_ENV = ["AGENTOPS_TEST_ROTATED"]
+    monkeypatch.setenv("AGENTOPS_TEST_ROTATED", "tok-one-1234")
+    assert configured_secrets().scrub_text("tok-one-1234") == marker("tok-one-1234")
+    monkeypatch.setenv("AGENTOPS_TEST_ROTATED", "tok-two-5678")
+    assert configured_secrets().scrub_text("tok-two-5678") == marker("tok-two-5678")
 
 
 def test_a_secret_split_across_two_reads_of_a_stream_is_still_found():

@@ -51,7 +51,7 @@ def test_explicit_options_get_their_own_client(settings: Any, fake: FakeServer) 
 def test_the_pool_keeps_a_connection_per_run_in_flight(settings: Any, fake: FakeServer) -> None:
     _point_at(settings, fake)
     settings.AGENTOPS_RUNS_IN_FLIGHT = 37
-    assert model_from_settings()._lanes.keep == 37
+    assert model_from_settings()._lanes._keep == 37
 
 
 def test_only_the_configured_providers_sdk_is_imported() -> None:
