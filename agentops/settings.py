@@ -179,6 +179,9 @@ AGENTOPS_TICK_SLICE_S = _env_float("AGENTOPS_TICK_SLICE_S", 20.0)
 AGENTOPS_ENQUEUE_TICKS = _env_bool("AGENTOPS_ENQUEUE_TICKS", True)
 # On PostgreSQL a lease holder's unit is one SQL statement (runs/engine/runtime/unit_sql.py); off = ORM.
 AGENTOPS_UNIT_SQL = _env_bool("AGENTOPS_UNIT_SQL", True)
+# ... and a progress unit is sent without waiting for its commit: the worker computes the next
+# unit meanwhile (runs/engine/runtime/unit_overlap.py); off = every unit waits for its commit.
+AGENTOPS_UNIT_OVERLAP = _env_bool("AGENTOPS_UNIT_OVERLAP", True)
 Q_CLUSTER = {
     "name": "agentops",
     "workers": _env_int("AGENTOPS_WORKERS", 2),

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -66,8 +67,13 @@ def live_publish(run_id: Any, kind: str = "run.changed", data: dict[str, Any] | 
 
 
 def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
-                     lease_holder: bool = False) -> None:
-    """Publish that ``run_id`` changed (the engine hook; a lease holder's units coalesce)."""
+                     lease_holder: bool = False,
+                     before_send: Callable[[], None] | None = None) -> None:
+    """Publish that ``run_id`` changed (the engine hook; a lease holder's units coalesce).
+
+    ``before_send`` runs only when a message goes out (the engine reads a unit still in
+    flight first, so a console refreshing on the message reads what it announces).
+    """
     if _channel_layer() is None:
         return
     key = str(run_id)
@@ -83,13 +89,17 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
     else:
         _pending.pop(key, None)
         _last_sent.pop(key, None)
+    if before_send is not None:
+        before_send()
     live_publish(key, "run.changed", data)
 
 
-def live_flush(run_id: Any) -> None:
+def live_flush(run_id: Any, *, before_send: Callable[[], None] | None = None) -> None:
     """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
     data = _pending.pop(str(run_id), None)
     if data is not None:
+        if before_send is not None:
+            before_send()
         _last_sent[str(run_id)] = time.monotonic()
         live_publish(run_id, "run.changed", data)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from runs.engine.runtime import unit_overlap
 from runs.engine.runtime.queue import worker_name
 
 log = logging.getLogger("agentops.slots")
@@ -133,6 +134,9 @@ def db_release() -> None:
         return
     wrapper = connections[DEFAULT_DB_ALIAS]
     if wrapper.connection is not None and not wrapper.in_atomic_block:
+        # A unit still in flight is read first: its outcome belongs to this thread's run,
+        # and the pool takes back only an idle connection.
+        unit_overlap.settled(wrapper.connection)
         wrapper.close()  # Django's own close: psycopg_pool putconn, nothing more
         _released.wrapper = wrapper
 

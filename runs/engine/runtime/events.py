@@ -88,6 +88,7 @@ def event_append(
     touch: bool = True,
     secrets: Secrets | None = None,
     owner: str = "",
+    overlap: bool = False,
 ) -> list[NewEvent]:
     """Append ``events`` to ``run`` and update its projection ``fields`` atomically.
 
@@ -102,14 +103,17 @@ def event_append(
     lease holder stamps it with each lease renewal: an indexed column written on every unit
     would make every Run update touch all of the table's indexes). ``owner`` (with
     ``expected_version``) also requires ``lease_owner = owner``: the fence before a side
-    effect (runs.engine.runtime.tool_call).
+    effect (runs.engine.runtime.tool_call). ``overlap`` (a lease holder's progress unit) may
+    return before the unit commits (runs.engine.runtime.unit_overlap): its failure is raised
+    by the run's next write as UnitNotCommitted.
     """
     fields = dict(fields or {})
     if "status" in fields:
         raise ValueError("status is written only by runs.engine.runtime.transition")
     if touch:
         fields.setdefault("updated_at", clock.now())
-    return _append(run, list(events), expected_version, fields, list(also), secrets, owner)
+    return _append(run, list(events), expected_version, fields, list(also), secrets, owner,
+                   overlap)
 
 
 def _append(
@@ -120,17 +124,19 @@ def _append(
     also: list[Any],
     secrets: Secrets | None = None,
     owner: str = "",
+    overlap: bool = False,
 ) -> list[NewEvent]:
     if secrets is None:
         secrets = run_secrets(run.pk)
     events, fields = events_scrubbed(events, secrets), fields_scrubbed(fields, secrets)
-    written = _append_rows(run, events, expected_version, fields, also, owner)
+    written = _append_rows(run, events, expected_version, fields, also, owner, overlap)
     status = fields.get("status")
     for e in events:
         if e.type == EventType.RUN_STATUS:
             status = e.data.get("to", status)
     actor = next((e.actor for e in reversed(events) if e.actor), "")
-    live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None)
+    live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None,
+                     before_send=unit_sql.unit_settled)
     return written
 
 
@@ -141,10 +147,14 @@ def _append_rows(
     fields: dict[str, Any],
     also: list[Any],
     owner: str,
+    overlap: bool = False,
 ) -> list[NewEvent]:
     if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
+        # A keyed event may meet its twin (IntegrityError, sorted out below): never overlapped.
+        overlap = overlap and not any(e.key for e in events)
         try:
-            return _write_one_statement(run, events, expected_version, fields, also, owner)
+            return _write_one_statement(run, events, expected_version, fields, also, owner,
+                                        overlap)
         except IntegrityError:
             pass  # the ORM path below sorts out keyed duplicates and raises the typed errors
     try:
@@ -167,11 +177,12 @@ def _append_rows(
 
 
 def _write_one_statement(run: Run, events: list[NewEvent], expected_version: int,
-                         fields: dict[str, Any], also: list[Any], owner: str) -> list[NewEvent]:
+                         fields: dict[str, Any], also: list[Any], owner: str,
+                         overlap: bool = False) -> list[NewEvent]:
     values = _run_values(run, fields, expected_version, len(events))
     if not unit_sql.unit_write(run=run, events=events, first_seq=run.last_seq + 1,
                                at=clock.now(), expected_version=expected_version,
-                               values=values, also=also, owner=owner):
+                               values=values, also=also, owner=owner, overlap=overlap):
         raise LeaseLost(f"run {run.pk} changed since version {expected_version}")
     for name, value in values.items():
         setattr(run, name, value)

@@ -35,6 +35,7 @@ from agentops import clock
 from agentops.tools import CancelToken
 from runs.engine.runtime.keeper import keeper_hold, keeper_release, keeper_unwatch, keeper_watch
 from runs.live import live_flush
+from runs.engine.runtime.unit_sql import unit_settled
 from runs.models import Run
 from runs.slots import db_reacquire, db_release, on_slot
 from runs.statuses import RunStatus
@@ -193,7 +194,9 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     (runs.slots.db_release) and is taken back at the end (db_reacquire): nobody holds one
     while waiting.
     """
-    live_flush(run.pk)  # the page hears the units coalesced so far before this slow call
+    # The page hears the units coalesced so far before this slow call (once they committed).
+    live_flush(run.pk, before_send=unit_settled)
+    db_release()  # reads a unit still in flight first (raises UnitNotCommitted)
     beat = heartbeat_for(run, owner, tokens)
     process = _by_keeper_process()
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
@@ -202,7 +205,6 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     else:
         key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
                                 due=clock.monotonic() + interval))
-    db_release()
     try:
         yield beat
     finally:

@@ -34,6 +34,7 @@ from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.tool_phase import tool_phase
 from runs.engine.runtime.transition import run_claim, run_transition, run_urgent_waiting
+from runs.engine.runtime.unit_sql import unit_settled
 from runs.engine.runtime.versions import agent_migrate
 from runs.errors import UnknownAgent, UnknownSchemaVersion
 from agentops.control import LeaseLost
@@ -84,6 +85,7 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
                     session.commit([], to=RunStatus.QUEUED, reason="yielded")
                     return "yielded"
             unit(session)
+        unit_settled()  # the outcome is told once every unit of the tick has committed
         return session.outcome
     except LeaseLost:
         telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)

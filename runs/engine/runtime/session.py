@@ -110,9 +110,11 @@ class RunSession:
             values.update(self._lease_renewal(force=fence))
         extra = self._writers(written, before, also, milestone or ("rest" if to in _REST else ""))
         if to is None:
+            # A progress unit goes out without waiting for its commit (unit_overlap): the
+            # next unit, a release of the connection or the tick's end reads it.
             event_append(run=self.run, events=written, expected_version=self.run.version,
                          fields=values, also=extra, touch=False, secrets=self.secrets,
-                         owner=self.worker if fence else "")
+                         owner=self.worker if fence else "", overlap=not fence)
         else:
             run_transition(self.run, to, reason=reason, detail=self.secrets.scrub_text(detail),
                            events=written, fields=values, expected_version=self.run.version,

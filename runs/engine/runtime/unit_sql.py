@@ -39,6 +39,7 @@ from django.db.models import (AutoField, BigAutoField, ForeignKey, JSONField, Mo
 
 from agentops.jsonstate import compact_json
 from agentops.writes import RowsInsert, RowsUpdate
+from runs.engine.runtime import unit_overlap
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA
 
@@ -118,13 +119,19 @@ def foldable(also: Sequence[Any]) -> bool:
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
                expected_version: int, values: dict[str, Any], also: Sequence[Any],
-               owner: str = "") -> bool:
+               owner: str = "", overlap: bool = False) -> bool:
     """Write the unit in one statement; return False when the version check failed.
 
     ``events`` are runs.engine.runtime.events.NewEvent, numbered from ``first_seq``. With ``owner``
     the run must also still be leased to it (the fence before a side effect).
+
+    ``overlap`` (a progress unit): send it and return True before it commits, when this
+    connection is outside a transaction (runs.engine.runtime.unit_overlap); its version
+    check is then learnt by the next unit, which raises UnitNotCommitted. Every unit first
+    reads the one still in flight, so a unit never goes out before the one it follows.
     """
     db = connections[DEFAULT_DB_ALIAS]
+    unit_overlap.settled(db.connection)
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
     params = [_prep(Run, name, value, db) for name, value in values.items()]
     params += [run.pk, expected_version] + ([owner] if owner else [])
@@ -148,12 +155,34 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
             params += [_prep(op.model, k, v, db) for k, v in op.values.items()]
             params += [_prep(op.model, k, v, db) for k, v in op.where.items()]
     sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
+    if overlap and not owner and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
+        _send(db, sql, params, keyed, run)
+        return True
     row = _execute(db, sql, params)
     if row[0] != 1:
         return False
     for (_, op), ids in zip(keyed, row[1:]):
         _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
     return True
+
+
+def unit_settled() -> None:
+    """Read the unit still in flight on this thread's connection; raise if it did not commit."""
+    unit_overlap.settled(connections[DEFAULT_DB_ALIAS].connection)
+
+
+def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
+          run: Run) -> None:
+    """Send the unit without waiting; the new ids of its keyed rows are set when it is read."""
+    db.ensure_connection()
+    db.validate_no_broken_transaction()
+
+    def on_row(row: list[bytes | None]) -> None:
+        for (_, op), ids in zip(keyed, row[1:]):
+            _set_pks(op, json.loads(ids) if ids else {}, db.alias)
+
+    with db.wrap_database_errors:
+        unit_overlap.unit_send(db.connection, sql, params, f"run {run.pk}'s unit", on_row)
 
 
 def _execute(db: Any, sql: str, params: list[Any]) -> tuple:

@@ -1,0 +1,166 @@
+"""A progress unit goes out without waiting for its commit; whoever comes next reads it.
+
+Outside a transaction (a worker's autocommit connection) a lease holder's progress unit is
+sent and left in flight (runs.engine.runtime.unit_overlap). These tests hold it in flight on
+purpose and check each way it is read: the next unit, any other query, a release to the pool
+and a tick's end; and that a unit which did not commit stops the worker with nothing more
+written, the version check and a database error alike.
+"""
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.models import F
+
+from agentops.control import LeaseLost
+from agentops.redaction import EMPTY
+from ledger.models import ToolCall
+from ledger.services.record import toolcalls_insert
+from runs import slots
+from runs.engine.runtime import unit_overlap
+from runs.engine.runtime.events import NewEvent, event_append
+from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.unit_overlap import UnitNotCommitted
+from runs.models import Event, Run
+from runs.services import run_start
+from tests.runs.test_slots_pool import pooled  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _call(run, n, key=None):
+    return ToolCall(tool_call_id=f"tc_overlap{n}", run=run, step_key="s", turn=n, tool="lookup",
+                    args={"n": n}, args_hash="h", idempotency_key=key or f"overlap{n}",
+                    status="succeeded", attempts=1)
+
+
+def _unit(run, note: str, *, calls=(), overlap=True):
+    return event_append(run=run, expected_version=run.version, events=[
+        NewEvent("run.note", {"note": note})], fields={"tool_calls": len(calls)},
+        also=[toolcalls_insert(list(calls))] if calls else [], secrets=EMPTY, overlap=overlap)
+
+
+@pytest.fixture
+def run(db, monkeypatch):
+    """A run with one unit written (its live message sent): the next ones coalesce, so no
+    live message reads them before the test does."""
+    from runs import live
+    from tests.factories import make_run
+
+    monkeypatch.setattr(live, "COALESCE_S", 3600.0)
+    run = make_run()
+    _unit(run, "opening", overlap=False)
+    return run
+
+
+def _in_flight() -> bool:
+    return unit_overlap.in_flight(connection.connection)
+
+
+def test_a_progress_unit_returns_in_flight_and_the_next_query_reads_it(run) -> None:
+    calls = [_call(run, 1), _call(run, 2)]
+    _unit(run, "first", calls=calls)
+    assert _in_flight(), "the unit waited for its commit"
+    assert calls[0].pk is None  # its new ids come with its result
+    # Any query on the connection reads the unit first, and sees what it wrote.
+    notes = list(Event.objects.filter(run=run, type="run.note").values_list("data", flat=True))
+    assert notes == [{"note": "opening"}, {"note": "first"}]
+    assert not _in_flight()
+    stored = dict(ToolCall.objects.filter(run=run).values_list("tool_call_id", "pk"))
+    assert {c.tool_call_id: c.pk for c in calls} == stored
+    assert Run.objects.get(pk=run.pk).version == run.version
+
+
+def test_units_go_out_in_order_each_after_the_one_before(run) -> None:
+    for i in range(5):
+        _unit(run, f"n{i}")
+        assert _in_flight()
+    assert [d["note"] for d in Event.objects.filter(run=run, type="run.note")
+            .order_by("seq").values_list("data", flat=True)][1:] == [f"n{i}" for i in range(5)]
+    fresh = Run.objects.get(pk=run.pk)
+    assert (fresh.version, fresh.last_seq) == (run.version, run.last_seq)
+
+
+def test_a_unit_that_lost_its_version_check_is_told_by_the_next_and_nothing_more_is_written(
+        run) -> None:
+    seq = Run.objects.get(pk=run.pk).last_seq
+    Run.objects.filter(pk=run.pk).update(version=F("version") + 1)  # an operator wrote meanwhile
+    _unit(run, "lost")  # sent: the worker cannot know yet
+    with pytest.raises(UnitNotCommitted, match="version check failed") as lost:
+        _unit(run, "after")
+    assert isinstance(lost.value, LeaseLost)  # the worker stops as for any lost write
+    assert Event.objects.filter(run=run, type="run.note").count() == 1  # the opening one
+    assert Run.objects.get(pk=run.pk).last_seq == seq
+
+
+def test_a_unit_the_database_refused_is_told_with_its_reason(run) -> None:
+    _unit(run, "one", calls=[_call(run, 1, key="same")], overlap=False)
+    version = Run.objects.get(pk=run.pk).version
+    _unit(run, "two", calls=[_call(run, 2, key="same")])  # the idempotency key is taken
+    with pytest.raises(UnitNotCommitted, match="duplicate key"):
+        _unit(run, "three")
+    assert list(ToolCall.objects.filter(run=run).values_list("tool_call_id", flat=True)) == [
+        "tc_overlap1"]
+    assert Run.objects.get(pk=run.pk).version == version
+
+
+def test_a_slot_reads_its_unit_before_the_pool_takes_the_connection_back(pooled, run) -> None:  # noqa: F811
+    _unit(run, "pooled")
+    assert _in_flight()
+    raw = connection.connection
+    slots.db_release()
+    assert connection.connection is None
+    assert not unit_overlap.in_flight(raw)
+    slots.db_reacquire()
+    assert Event.objects.filter(run=run, type="run.note").count() == 2
+
+
+def test_a_slot_whose_unit_did_not_commit_stops_before_handing_its_connection_back(
+        pooled, run) -> None:  # noqa: F811
+    Run.objects.filter(pk=run.pk).update(version=F("version") + 1)
+    _unit(run, "lost")
+    with pytest.raises(UnitNotCommitted):
+        slots.db_release()
+
+
+def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine, monkeypatch):
+    """A tick's outcome is told only once its units committed: the run changes under the
+    third progress unit, which is then in flight; the tick ends ``lease_lost`` (not
+    ``succeeded``), and the log ends with the unit before."""
+    import bench.agents  # noqa: F401  (bench-noop: a no-op tool per turn)
+
+    run_id = run_start(agent="bench-noop", goal="overlap", input={"steps": 20}).pk
+    sent = {"n": 0, "seq": None}
+    real = unit_overlap.unit_send
+
+    def send(raw, sql, params, what, on_row):
+        sent["n"] += 1
+        if sent["n"] == 3:  # another writer, on its own connection, just before this unit
+            import psycopg
+
+            s = connection.settings_dict
+            with psycopg.connect(host=s["HOST"] or "127.0.0.1", port=s["PORT"] or 5432,
+                                 user=s["USER"], dbname=s["NAME"], autocommit=True) as other:
+                sent["seq"] = other.execute(
+                    "UPDATE runs_run SET version = version + 1 WHERE id = %s RETURNING last_seq",
+                    [run_id]).fetchone()[0]
+        real(raw, sql, params, what, on_row)
+
+    monkeypatch.setattr(unit_overlap, "unit_send", send)
+    assert run_tick(run_id, worker="w-overlap") == "lease_lost"
+    assert sent["n"] == 3, "the worker went on after the unit that did not commit"
+    assert Event.objects.filter(run_id=run_id).order_by("-seq").values_list(
+        "seq", flat=True).first() == sent["seq"]
+    assert Run.objects.get(pk=run_id).status == "running"  # left to lease expiry and recovery
+
+
+def test_a_whole_run_through_units_in_flight_succeeds_with_every_step_recorded(engine):
+    import bench.agents  # noqa: F401
+
+    run_id = run_start(agent="bench-noop", goal="overlap", input={"steps": 30}).pk
+    assert run_tick(run_id, worker="w-overlap") == "succeeded"
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "succeeded" and run.tool_calls == 30
+    assert ToolCall.objects.filter(run_id=run_id, status="succeeded").count() == 30
+    seqs = list(Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)) and seqs[-1] == run.last_seq
