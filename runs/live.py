@@ -71,8 +71,9 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
                      before_send: Callable[[], None] | None = None) -> None:
     """Publish that ``run_id`` changed (the engine hook; a lease holder's units coalesce).
 
-    ``before_send`` runs only when a message goes out (the engine reads a unit still in
-    flight first, so a console refreshing on the message reads what it announces).
+    ``before_send`` runs only when a message goes out to a page that may hear it (the engine
+    reads a unit still in flight first, so a console refreshing on the message reads what it
+    announces).
     """
     if _channel_layer() is None:
         return
@@ -89,7 +90,7 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
     else:
         _pending.pop(key, None)
         _last_sent.pop(key, None)
-    if before_send is not None:
+    if before_send is not None and _heard(key):
         before_send()
     live_publish(key, "run.changed", data)
 
@@ -98,7 +99,7 @@ def live_flush(run_id: Any, *, before_send: Callable[[], None] | None = None) ->
     """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
     data = _pending.pop(str(run_id), None)
     if data is not None:
-        if before_send is not None:
+        if before_send is not None and _heard(str(run_id)):
             before_send()
         _last_sent[str(run_id)] = time.monotonic()
         live_publish(run_id, "run.changed", data)
@@ -113,6 +114,12 @@ def _channel_layer() -> Any:
             log.warning("channel layer unavailable; live updates are off", exc_info=True)
             _layer = None
     return _layer
+
+
+def _heard(run_id: str) -> bool:
+    """Return whether a message about ``run_id`` may reach a page (``_send`` would send it)."""
+    layer = _channel_layer()
+    return layer is not None and _listened(layer, (run_group(run_id), QUEUE_GROUP))
 
 
 def _listened(layer: Any, groups: tuple[str, ...]) -> bool:

@@ -164,3 +164,19 @@ def test_a_whole_run_through_units_in_flight_succeeds_with_every_step_recorded(e
     assert ToolCall.objects.filter(run_id=run_id, status="succeeded").count() == 30
     seqs = list(Event.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1)) and seqs[-1] == run.last_seq
+
+
+def test_a_unit_whose_prepared_statement_was_deallocated_is_prepared_and_sent_again(run) -> None:
+    """psycopg deallocates every prepared statement after a rollback while it holds one of
+    its own: the engine's statement goes with them, and the unit is sent again."""
+    from django.db import transaction
+
+    _unit(run, "prepares")  # the overlapped statement is prepared on this connection
+    _unit(run, "psycopg's", overlap=False)  # psycopg prepares its own (the waiting path)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Run.objects.filter(pk=run.pk).exists()
+        raise RuntimeError("rolled back")  # psycopg: ROLLBACK, then DEALLOCATE ALL
+    _unit(run, "after the rollback")
+    _unit(run, "and the next")  # reads the one before: it committed
+    assert [d["note"] for d in Event.objects.filter(run=run, type="run.note").order_by("seq")
+            .values_list("data", flat=True)][-2:] == ["after the rollback", "and the next"]

@@ -46,6 +46,8 @@ class UnitNotCommitted(LeaseLost):
 class _Pending:
     on_row: Callable[[list[bytes | None]], None]
     what: str
+    sql: str
+    values: list[Any]
 
 
 @dataclass
@@ -57,6 +59,8 @@ class _State:
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+_SQLSTATE = pq.DiagnosticField.SQLSTATE
+_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name: no prepared statement of that name
 
 
 class _SettlingLock:
@@ -98,23 +102,27 @@ def unit_send(raw: Any, sql: str, params: Sequence[Any], what: str,
         state = _states[raw] = _State()
         raw.lock = _SettlingLock(raw, raw.lock)
     with raw.lock:
-        pg = raw.pgconn
-        name = state.names.get(sql)
-        if name is None:
-            name = f"agentops_unit_{len(state.names)}".encode()
-            pg.send_prepare(name, _numbered(sql).encode())
-            _flush(pg)
-            for res in _results(pg):
-                if res.status != pq.ExecStatus.COMMAND_OK:
-                    raise UnitNotCommitted(f"{what}: preparing its statement failed: "
-                                           f"{_message(res)}")
-            state.names[sql] = name
         if state.dumper is None:
             state.dumper = Transformer.from_context(raw)
         values = state.dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
-        pg.send_query_prepared(name, values)
+        pending = _Pending(on_row, what, sql, values)
+        _send(raw.pgconn, state, pending)
+        state.pending = pending
+
+
+def _send(pg: Any, state: _State, pending: _Pending) -> None:
+    name = state.names.get(pending.sql)
+    if name is None:
+        name = f"agentops_unit_{len(state.names)}".encode()
+        pg.send_prepare(name, _numbered(pending.sql).encode())
         _flush(pg)
-        state.pending = _Pending(on_row, what)
+        for res in _results(pg):
+            if res.status != pq.ExecStatus.COMMAND_OK:
+                raise UnitNotCommitted(f"{pending.what}: preparing its statement failed: "
+                                       f"{_message(res)}")
+        state.names[pending.sql] = name
+    pg.send_query_prepared(name, pending.values)
+    _flush(pg)
 
 
 def settled(raw: Any | None) -> None:
@@ -146,10 +154,17 @@ def _read_pending(raw: Any) -> None:
     state.pending = None
     try:
         results = _results(raw.pgconn)
+        res = results[0] if results else None
+        if res is not None and res.error_field(_SQLSTATE) == _NO_SUCH_STATEMENT:
+            # psycopg deallocates every prepared statement after a ROLLBACK (or a DROP) it
+            # ran: ours went too. Nothing ran (it failed at bind): prepare and send it again.
+            state.names.clear()
+            _send(raw.pgconn, state, pending)
+            results = _results(raw.pgconn)
+            res = results[0] if results else None
     except Exception as exc:  # noqa: BLE001 - the connection broke: the unit's fate is unknown
         state.failed = f"{pending.what}: its result was lost ({exc}); the next unit finds out"
         return
-    res = results[0] if results else None
     if res is None or res.status != pq.ExecStatus.TUPLES_OK:
         state.failed = f"{pending.what} did not commit: {_message(res)}"
         return
