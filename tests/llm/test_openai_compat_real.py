@@ -96,17 +96,18 @@ def test_streamed_text_arrives_in_pieces_and_matches_the_reply(llama_server: str
     streaming = OpenAICompatClient(llama_server, "", "gemma-3-270m", timeout_s=120,
                                    context_window=N_CTX, options=ModelOptions(stream=True))
     # The server samples (and its sampler state depends on the requests before this one), so
-    # the small model now and then ends its reply at once: ask again, up to three times. What
+    # the small model often ends its reply at once (about one reply in two with
+    # llama-cpp-python 0.3.36): ask again, up to eight times, each a little differently. What
     # is checked is the streaming: whatever text arrives, arrives in pieces equal to the reply.
-    for _ in range(3):
+    for attempt in range(8):
         pieces: list[str] = []
         reply = streaming.complete(
-            messages=[{"role": "user", "content": "Count from one to ten."}],
+            messages=[{"role": "user", "content": f"Count from one to ten.{' ' * attempt}"}],
             tools=[], max_tokens=32, on_text=pieces.append)
         assert "".join(pieces) == reply.text
         if reply.text.strip():
             break
-    assert len(pieces) > 1 and reply.text.strip(), "three empty replies from the model"
+    assert len(pieces) > 1 and reply.text.strip(), "eight empty replies from the model"
 
 
 def test_required_choice_with_repair_turn_returns_a_usable_call(llama_server: str) -> None:

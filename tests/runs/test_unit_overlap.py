@@ -17,7 +17,7 @@ from agentops.redaction import EMPTY
 from ledger.models import ToolCall
 from ledger.services.record import toolcalls_insert
 from runs import slots
-from runs.engine.runtime import unit_overlap
+from runs.engine.runtime import telemetry, unit_overlap
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.unit_overlap import UnitNotCommitted
@@ -130,12 +130,16 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
     import bench.agents  # noqa: F401  (bench-noop: a no-op tool per turn)
 
     run_id = run_start(agent="bench-noop", goal="overlap", input={"steps": 20}).pk
-    sent = {"n": 0, "seq": None}
-    real = unit_overlap.unit_send
+    sent = {"n": 0, "seq": None, "told_then": None}
+    real, told = unit_overlap.unit_send, []
+    real_told = telemetry.events_committed
+    monkeypatch.setattr(telemetry, "events_committed",
+                        lambda session, events: (told.append(events), real_told(session, events)))
 
     def send(raw, sql, params, what, on_row):
         sent["n"] += 1
         if sent["n"] == 3:  # another writer, on its own connection, just before this unit
+            sent["told_then"] = len(told)
             import psycopg
 
             s = connection.settings_dict
@@ -152,6 +156,8 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
     assert Event.objects.filter(run_id=run_id).order_by("-seq").values_list(
         "seq", flat=True).first() == sent["seq"]
     assert Run.objects.get(pk=run_id).status == "running"  # left to lease expiry and recovery
+    # The unit that did not commit was neither counted nor logged (its steps, its metrics).
+    assert len(told) == sent["told_then"]
 
 
 def test_a_whole_run_through_units_in_flight_succeeds_with_every_step_recorded(engine):

@@ -90,6 +90,9 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
     except LeaseLost:
         telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)
         return "lease_lost"
+    except BaseException:
+        unit_settled(quiet=True)  # a unit in flight is this tick's, not the next one's
+        raise
 
 
 def _keeps_slot() -> bool:

@@ -25,6 +25,7 @@ from runs.engine.runtime.events import NewEvent, event_append, events_scrubbed, 
 from runs.engine.runtime.snapshots import snapshot_build
 from runs.engine.runtime.steps import step_rows_writers, step_statuses
 from runs.engine.runtime.transition import run_transition
+from runs.engine.runtime.unit_sql import unit_after_commit
 from runs.models import Run, Snapshot
 from runs.statuses import RunStatus, StepStatus
 
@@ -122,7 +123,8 @@ class RunSession:
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
-        telemetry.events_committed(self, written)
+        # Counted and logged once committed (a unit in flight: when it is read).
+        unit_after_commit(lambda: telemetry.events_committed(self, written))
 
     def _writers(self, written: list[NewEvent], before: dict[str, str],
                  also: Sequence[Callable[[], Any]], phase: str) -> list[Callable[[], Any]]:

@@ -48,6 +48,7 @@ class _Pending:
     what: str
     sql: str
     values: list[Any]
+    then: list[Callable[[], None]] = field(default_factory=list)  # once it committed
 
 
 @dataclass
@@ -56,6 +57,7 @@ class _State:
     pending: _Pending | None = None
     dumper: Any = None  # psycopg's Transformer for the connection (made once)
     failed: str = ""  # why the last unit sent this way did not commit (until checked)
+    then: list[Callable[[], None]] = field(default_factory=list)  # of units read, not yet called
 
 
 _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
@@ -73,8 +75,12 @@ class _SettlingLock:
         got = self._lock.acquire(blocking, timeout)
         if got:
             raw = self._raw()
-            if raw is not None:
-                _read_pending(raw)
+            try:
+                if raw is not None:
+                    _read_pending(raw)
+            except BaseException:
+                self._lock.release()
+                raise
         return got
 
     def release(self) -> None:
@@ -125,8 +131,12 @@ def _send(pg: Any, state: _State, pending: _Pending) -> None:
     _flush(pg)
 
 
-def settled(raw: Any | None) -> None:
-    """Read the unit in flight on ``raw`` (if any); raise UnitNotCommitted if one did not commit."""
+def settled(raw: Any | None, *, quiet: bool = False) -> None:
+    """Read the unit in flight on ``raw`` (if any); raise UnitNotCommitted if one did not commit.
+
+    ``quiet``: forget a failure instead (a tick already failing for another reason must not
+    hand it to the next tick on this connection).
+    """
     if raw is None:
         return
     state = _states.get(raw)
@@ -135,9 +145,29 @@ def settled(raw: Any | None) -> None:
     if state.pending is not None:
         with raw.lock:  # reads it
             pass
+    while state.then:
+        state.then.pop(0)()
     if state.failed:
         why, state.failed = state.failed, ""
-        raise UnitNotCommitted(why)
+        if not quiet:
+            raise UnitNotCommitted(why)
+
+
+def after_commit(raw: Any | None, fn: Callable[[], None]) -> None:
+    """Call ``fn`` once the unit in flight on ``raw`` is read and committed (now if none is).
+
+    What tells of a unit (its metrics, "step done" log lines) waits for its commit: a unit
+    that did not commit is never counted nor logged as done. A unit read by another use of
+    the connection (under psycopg's lock, where ``fn`` may not query) is told at the next
+    ``settled``: the next unit, a release to the pool, or the tick's end.
+    """
+    state = _states.get(raw) if raw is not None else None
+    if state is not None and state.pending is not None:
+        state.pending.then.append(fn)
+    elif state is not None and state.then:
+        state.then.append(fn)  # in order, after those of units read but not told yet
+    else:
+        fn()
 
 
 def in_flight(raw: Any | None) -> bool:
@@ -173,6 +203,7 @@ def _read_pending(raw: Any) -> None:
         state.failed = f"{pending.what}: the run changed since (version check failed)"
         return
     pending.on_row(row)
+    state.then.extend(pending.then)  # called by ``settled``, outside the connection's lock
 
 
 def _results(pg: Any) -> list[Any]:

@@ -26,7 +26,7 @@ import decimal
 import json
 import uuid
 from contextlib import nullcontext
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -166,9 +166,21 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     return True
 
 
-def unit_settled() -> None:
-    """Read the unit still in flight on this thread's connection; raise if it did not commit."""
-    unit_overlap.settled(connections[DEFAULT_DB_ALIAS].connection)
+def unit_settled(*, quiet: bool = False) -> None:
+    """Read the unit still in flight on this thread's connection; raise if it did not commit
+    (``quiet``: forget it, for a tick that is failing anyway)."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "postgresql":  # units are in flight only there
+        unit_overlap.settled(db.connection, quiet=quiet)
+
+
+def unit_after_commit(fn: Callable[[], None]) -> None:
+    """Call ``fn`` once the unit just written committed: now, or when its result is read."""
+    db = connections[DEFAULT_DB_ALIAS]
+    if db.vendor == "postgresql":
+        unit_overlap.after_commit(db.connection, fn)
+    else:
+        fn()
 
 
 def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
