@@ -227,6 +227,7 @@ class RoundTrips:
         self.n = 0
         self.s = 0.0
         self._real: Any = None
+        self._units_real: Any = None
 
     def start(self) -> "RoundTrips":
         import psycopg
@@ -242,7 +243,33 @@ class RoundTrips:
                 counter.s += time.perf_counter() - t
 
         psycopg.Connection.wait = wait  # type: ignore[method-assign]
+        self._units_watched()
         return self
+
+    def _units_watched(self) -> None:
+        """Also count the engine's units in flight (runs.engine.runtime.unit_overlap): they go
+        through libpq's asynchronous calls, not ``Connection.wait``. A unit sent is one round
+        trip; the time its reader waits for the result is time waited on the server."""
+        try:
+            from runs.engine.runtime import unit_overlap
+        except ImportError:  # a peer's process: no engine here
+            return
+        counter = self
+        real_send, real_results = unit_overlap.unit_send, unit_overlap._results
+
+        def unit_send(*args: Any, **kwargs: Any) -> Any:
+            counter.n += 1
+            return real_send(*args, **kwargs)
+
+        def results(pg: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return real_results(pg)
+            finally:
+                counter.s += time.perf_counter() - t
+
+        unit_overlap.unit_send, unit_overlap._results = unit_send, results
+        self._units_real = (real_send, real_results)
 
     def _watched(self, gen: Any) -> Any:
         """Drive ``gen`` unchanged, counting one round trip if it waits on the socket."""
@@ -269,6 +296,11 @@ class RoundTrips:
         if self._real is not None:
             psycopg.Connection.wait = self._real  # type: ignore[method-assign]
             self._real = None
+        if self._units_real is not None:
+            from runs.engine.runtime import unit_overlap
+
+            unit_overlap.unit_send, unit_overlap._results = self._units_real
+            self._units_real = None
 
 
 def pg_version_text() -> str:
