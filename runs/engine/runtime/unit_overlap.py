@@ -142,7 +142,7 @@ def settled(raw: Any | None, *, quiet: bool = False) -> None:
     state = _states.get(raw)
     if state is None:
         return
-    if state.pending is not None:
+    if in_flight(raw):
         with raw.lock:  # reads it
             pass
     while state.then:
@@ -192,6 +192,9 @@ def _read_pending(raw: Any) -> None:
             _send(raw.pgconn, state, pending)
             results = _results(raw.pgconn)
             res = results[0] if results else None
+    except UnitNotCommitted as exc:  # preparing it again failed: nothing ran
+        state.failed = str(exc)
+        return
     except Exception as exc:  # noqa: BLE001 - the connection broke: the unit's fate is unknown
         state.failed = f"{pending.what}: its result was lost ({exc}); the next unit finds out"
         return
