@@ -186,3 +186,32 @@ def test_a_unit_whose_prepared_statement_was_deallocated_is_prepared_and_sent_ag
     _unit(run, "and the next")  # reads the one before: it committed
     assert [d["note"] for d in Event.objects.filter(run=run, type="run.note").order_by("seq")
             .values_list("data", flat=True)][-2:] == ["after the rollback", "and the next"]
+
+
+def test_a_unit_that_failed_in_a_tick_ended_otherwise_is_not_the_next_tick_s(engine, monkeypatch):
+    """A tick ends lease_lost for another reason (its lease is found lost) while its unit,
+    which did not commit, is still in flight: the next tick on this connection, of another
+    run, must not be told that unit's failure."""
+    import bench.agents  # noqa: F401
+    from agentops.control import LeaseLost
+    from runs.engine.runtime import loop
+
+    first = run_start(agent="bench-noop", goal="ends", input={"steps": 20}).pk
+    second = run_start(agent="bench-noop", goal="next", input={"steps": 3}).pk
+    sent, real_send, real_unit = {"n": 0}, unit_overlap.unit_send, loop.unit
+
+    def send(raw, sql, params, what, on_row):
+        sent["n"] += 1
+        if sent["n"] == 3:
+            Run.objects.filter(pk=first).update(version=F("version") + 1)
+        real_send(raw, sql, params, what, on_row)
+
+    def unit(session):
+        if sent["n"] >= 3 and session.run.pk == first:
+            raise LeaseLost("the keeper found the lease lost")  # before any read of the unit
+        real_unit(session)
+
+    monkeypatch.setattr(unit_overlap, "unit_send", send)
+    monkeypatch.setattr(loop, "unit", unit)
+    assert run_tick(first, worker="w-overlap") == "lease_lost"
+    assert run_tick(second, worker="w-overlap") == "succeeded"

@@ -88,10 +88,11 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         unit_settled()  # the outcome is told once every unit of the tick has committed
         return session.outcome
     except LeaseLost:
+        unit_settled(quiet=True)  # a unit in flight is this tick's, not the next one's
         telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)
         return "lease_lost"
     except BaseException:
-        unit_settled(quiet=True)  # a unit in flight is this tick's, not the next one's
+        unit_settled(quiet=True)
         raise
 
 
