@@ -113,7 +113,18 @@ def refund(ctx, order: str) -> ToolResult:
     return ToolResult(facts={"refunded": order}, summary=f"refunded {order}")
 
 
-TOOLS = [inspect, charge, ship, email, refund]
+@tool(effect="read")
+def hang(ctx, marker: str) -> ToolResult:
+    """Hang (ignoring cancellation, declaring no timeout) on the first call; answer after."""
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()  # noqa: SIM115
+        time.sleep(3600)
+    return ToolResult(facts={"marker": marker}, summary="answered")
+
+
+TOOLS = [inspect, charge, ship, email, refund, hang]
 
 
 def _order(tool_name: str, **extra: str):
@@ -127,6 +138,7 @@ SCRIPTS = {
     "chaos_unsafe": {"notify": [lambda sc: call("email", to=sc.input.get("order", "o")),
                                 say("sent")]},
     "chaos_approval": {"refund": [_order("refund"), say("refund handled")]},
+    "chaos_hang": {"wait": [lambda sc: call("hang", marker=sc.input["marker"]), say("ok")]},
     "chaos_mixed": {"look": [call("inspect", item="x"), say("ok")],
                     "pay": [_order("charge"), say("paid")],
                     "ship": [_order("ship"), say("shipped")],

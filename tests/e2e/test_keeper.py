@@ -150,3 +150,38 @@ def test_a_busy_worker_loses_no_lease(settings, tmp_path):
     recovered = list(Event.objects.filter(run_id__in=ids, type="run.recovered")
                      .values_list("data", flat=True))
     assert not recovered, (len(recovered), recovered[:3])
+
+
+def test_a_hung_worker_s_run_is_recovered_once_its_call_is_past_its_deadline(settings, tmp_path):
+    """A slot thread stuck inside a tool that declares no timeout (and ignores cancellation)
+    while its process runs on: the keeper process stops renewing once the call is past the
+    promised default timeout (AGENTOPS_TOOL_TIMEOUT_S) + TTL/3, the lease expires, and another
+    host recovers the run and finishes it; never before the attempt's hard deadline."""
+    import tests.chaos_agents  # noqa: F401  (registers chaos_hang in this process too)
+
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    marker = tmp_path / "hung"
+    env = {"AGENTOPS_WORKERS": "1", "AGENTOPS_TOOL_TIMEOUT_S": "2"}
+    a, b = Worker("hung-a", tmp_path, env=env), Worker("hung-b", tmp_path, env=env)
+    a.start()
+    try:
+        run_id = run_start(agent="chaos_hang", goal="hang", input={"marker": str(marker)}).pk
+        wait_until(marker.exists, 40, "the tool to start (and hang)")
+        called, a_pids = time.monotonic(), a.pids()
+        b.start()
+        wait_until(lambda: Event.objects.filter(run_id=run_id, type="run.recovered").exists(),
+                   40, "the hung worker's run to be recovered")
+        took = time.monotonic() - called
+        assert a.proc.poll() is None, "the hung worker exited: this is not the hung case"
+        wait_until(lambda: Run.objects.get(pk=run_id).status == "succeeded", 40,
+                   "the recovered run to finish on the other host")
+    finally:
+        a.stop()
+        b.stop()
+    lost = Event.objects.get(run_id=run_id, type="run.recovered").data["lost_owner"]
+    assert int(lost.rsplit(":", 1)[1]) in a_pids, (lost, a_pids)  # the hung q2 process's
+    ttl = settings.AGENTOPS_LEASE_TTL_S
+    print(f"keeper: a hung slot's run recovered {took:.1f}s after its call started")
+    # Not before the hard deadline (timeout 2 s + TTL), counted from the tool's start.
+    assert took >= 2 + ttl * 2 / 3, f"recovered {took:.1f}s after the call: before its deadline"
+

@@ -108,6 +108,26 @@ def test_a_held_run_not_claimed_yet_waits_for_its_claim(engine):
         assert _expiry(run) > clock.now() + dt.timedelta(seconds=TTL / 2)
 
 
+def test_a_call_past_its_deadline_is_not_renewed_and_its_recovery_is_reported(engine):
+    """A slot inside a call past its deadline is hung: its lease runs out (the other run's
+    is renewed), a bad deadline changes nothing, and once the run is recovered elsewhere
+    the keeper reports it lost. ``done`` before the deadline renews as before."""
+    hung, busy, back = _claimed(engine, "h"), _claimed(engine, "b"), _claimed(engine, "d")
+    with _keeper() as proc:
+        for run in (hung, busy, back):
+            _hold(proc, run)
+        proc.stdin.write(f"call {hung.pk} w:1 {time.time() + 0.2:.3f}\n"
+                         f"call {busy.pk} w:1 not-a-time\n"
+                         f"call {back.pk} w:1 {time.time() + 0.2:.3f}\n"
+                         f"done {back.pk} w:1\n")
+        proc.stdin.flush()
+        time.sleep(TTL * 1.5)
+        assert _expiry(hung) < clock.now(), "a hung call's lease was renewed"
+        assert _expiry(busy) > clock.now() and _expiry(back) > clock.now()
+        Run.objects.filter(pk=hung.pk).update(lease_owner="sweeper-recovered", status="queued")
+        assert _lines(proc, TTL) == [f"lost {hung.pk}"]
+
+
 def test_a_cancelled_run_is_reported_lost(engine):
     run = _claimed(engine, "c")
     with _keeper() as proc:
@@ -168,3 +188,52 @@ def test_the_keeper_exits_when_its_worker_is_killed(engine):
     # Re-parented to init, which reaps it: gone, not a zombie left renewing.
     assert not os.path.exists(f"/proc/{keeper_pid}") or \
         open(f"/proc/{keeper_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_off_a_slot_the_keeper_thread_leaves_a_call_past_its_deadline_unrenewed(engine,
+                                                                               settings):
+    """An in-process tick (no run slot, the keeper thread): a read tool that declares no
+    timeout runs past the promised default; from then its lease is not renewed, though the
+    thread is alive, so a sweeper could recover the run (fencing's hard deadline)."""
+    import threading
+
+    from agentops.agents import Agent, StepSpec, registry
+    from agentops.llm.scripted import ScriptedModel, call, say
+    from agentops.tools import ToolResult, tool
+    from runs.engine.runtime.loop import run_tick
+
+    release = threading.Event()
+
+    @tool(effect="read")
+    def stall(ctx, n: int) -> ToolResult:
+        """Wait until the test lets go."""
+        release.wait(30)
+        return ToolResult(facts={"n": n}, summary="ok")
+
+    settings.AGENTOPS_LEASE_TTL_S = TTL
+    settings.AGENTOPS_TOOL_TIMEOUT_S = 0.3
+    registry.register(Agent(name="stall", version="1", system_prompt="t", tools=[stall],
+                            plan=[StepSpec("s")],
+                            model=lambda: ScriptedModel({"s": [call("stall", n=1), say("ok")]})))
+    run = run_start(agent="stall", goal="g")
+    ticked: list[str] = []
+    def tick() -> None:
+        from django.db import connection
+
+        try:
+            ticked.append(run_tick(run.pk, worker="w:1"))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while Run.objects.get(pk=run.pk).status != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3 + TTL / 3 + TTL + 0.5)  # timeout + grace, then a whole TTL
+        assert _expiry(run) < clock.now(), "a call past its deadline kept its lease"
+    finally:
+        release.set()
+        thread.join(30)
+    assert ticked == ["succeeded"]  # nobody recovered it meanwhile: its commits still match

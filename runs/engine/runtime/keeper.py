@@ -5,7 +5,8 @@ child process, not from a thread: with hundreds of slot threads on a loaded host
 thread waits seconds for the GIL and the leases it keeps expire under a live worker. The
 child is started lazily, on the first slotted tick (so after q2 forked this process, never
 inherited across a fork), with the DSN of Django's connection settings, the lease TTL and
-this process's pid. This module writes ``hold``/``release`` lines to its stdin; a reader
+this process's pid. This module writes ``hold``/``release`` lines (and ``call``/``done`` around a tool call, with
+its deadline) to its stdin; a reader
 thread reads the ``lost`` lines it prints and cancels the tool tokens watching that run, so
 a long tool of a run recovered elsewhere stops early. The slot itself learns of the loss
 at its next commit (version and owner checked: LeaseLost), as before.
@@ -61,6 +62,16 @@ class _Child:
                 return
             if self._holds.pop(run_id, None) is not None:
                 self._send(f"release {run_id} {owner}\n")
+
+    def call(self, run_id: str, owner: str, deadline: float) -> None:
+        with self._lock:
+            if run_id in self._holds:
+                self._send(f"call {run_id} {owner} {deadline:.3f}\n")
+
+    def done(self, run_id: str, owner: str) -> None:
+        with self._lock:
+            if run_id in self._holds:
+                self._send(f"done {run_id} {owner}\n")
 
     def watch(self, run_id: str, tokens: Sequence[CancelToken]) -> int:
         with self._lock:
@@ -138,6 +149,17 @@ def keeper_hold(run_id: Any, owner: str) -> None:
 def keeper_release(run_id: Any, owner: str) -> None:
     """Undo one ``keeper_hold``; the last one stops the renewals."""
     _CHILD.release(str(run_id), owner)
+
+
+def keeper_call(run_id: Any, owner: str, deadline: float) -> None:
+    """Tell the keeper a call of ``run_id`` is under way until ``deadline`` (Unix time): past
+    it the slot is hung and the lease is no longer renewed (keeper_main)."""
+    _CHILD.call(str(run_id), owner, deadline)
+
+
+def keeper_done(run_id: Any, owner: str) -> None:
+    """Tell the keeper the call of ``run_id`` returned: renew as before."""
+    _CHILD.done(str(run_id), owner)
 
 
 def keeper_watch(run_id: Any, tokens: Sequence[CancelToken]) -> int:

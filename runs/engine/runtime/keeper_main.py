@@ -5,9 +5,17 @@ while its threads queue for the GIL for seconds: it starts this small program as
 (runs.engine.runtime.keeper) and tells it which runs it holds. The keeper imports psycopg
 and the standard library only (no Django), so it starts in a few tens of milliseconds.
 
-Protocol, one line each. stdin: ``hold <run id> <owner>`` / ``release <run id> <owner>``.
-stdout: ``lost <run id>`` for a run no longer leased to its owner (recovered, claimed by
-another worker, cancelled, ended); the worker cancels that run's tool tokens.
+Protocol, one line each. stdin: ``hold <run id> <owner>`` / ``release <run id> <owner>``;
+``call <run id> <owner> <deadline>`` / ``done <run id> <owner>`` around a tool call of the
+run (``deadline``: Unix time). stdout: ``lost <run id>`` for a run no longer leased to its
+owner (recovered, claimed by another worker, cancelled, ended); the worker cancels that
+run's tool tokens.
+
+A hung worker: a slot still inside a call past its deadline (the attempt's hard deadline,
+runs.engine.runtime.fencing: its timeout, or the promised default for a tool that declares
+none) is not renewed any more, though its process runs on; its lease expires and the
+sweeper recovers the run elsewhere, as for a stopped worker. The slot, if it ever comes
+back, finds at its next commit that the run is no longer its own (LeaseLost).
 
 Every ``ttl / 3`` s it renews every held run in one statement per owner, matching run id,
 owner and status ``running`` (never the version: the slot's own commits bump it
@@ -58,6 +66,7 @@ class Hold:
 
     owner: str
     matched: bool = False  # renewed at least once: from then on a miss means lost
+    deadline: float | None = None  # inside a call until then (Unix time); None: no call
 
 
 class Keeper:
@@ -73,14 +82,24 @@ class Keeper:
     def command(self, line: str) -> None:
         """Apply one ``hold``/``release`` line from the worker."""
         parts = line.split()
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             return
-        verb, run_id, owner = parts
+        verb, run_id, owner = parts[:3]
+        hold = self.holds.get(run_id)
         if verb == "hold":
             self.holds[run_id] = Hold(owner=owner)
             self.due = min(self.due, time.monotonic() + self.ttl_s / 3)
-        elif verb == "release" and run_id in self.holds and self.holds[run_id].owner == owner:
+        elif hold is None or hold.owner != owner:
+            return
+        elif verb == "release":
             del self.holds[run_id]
+        elif verb == "call" and len(parts) == 4:
+            try:
+                hold.deadline = float(parts[3])
+            except ValueError:
+                _say(f"ignored a call line with a bad deadline: {line.strip()!r}")
+        elif verb == "done":
+            hold.deadline = None
 
     def worker_state(self) -> str:
         """Return the worker's process state letter ('' once it is gone or we were orphaned)."""
@@ -99,8 +118,22 @@ class Keeper:
         self.due = now + self.ttl_s / 3
         until = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=self.ttl_s)
         lost: list[str] = []
+        wall = time.time()
         for owner in {h.owner for h in self.holds.values()}:
-            ids = [i for i, h in self.holds.items() if h.owner == owner]
+            # A slot past its call's deadline is hung: its lease is left to expire. Held
+            # still, so a "lost" reaches the worker once the run is recovered elsewhere.
+            ids = [i for i, h in self.holds.items() if h.owner == owner
+                   and (h.deadline is None or h.deadline > wall)]
+            overdue = [i for i, h in self.holds.items() if h.owner == owner
+                       and h.deadline is not None and h.deadline <= wall]
+            if overdue:
+                _, still = self._renew([], owner, until, check=overdue)
+                for run_id in overdue:
+                    if run_id not in still:
+                        del self.holds[run_id]
+                        lost.append(run_id)
+            if not ids:
+                continue
             renewed, still = self._renew(ids, owner, until)
             for run_id in ids:
                 hold = self.holds[run_id]
@@ -114,15 +147,20 @@ class Keeper:
                 # else a claim still in flight: it matches next round, or the worker releases it
         return lost
 
-    def _renew(self, ids: list[str], owner: str, until: dt.datetime) -> tuple[set, set]:
+    def _renew(self, ids: list[str], owner: str, until: dt.datetime,
+               check: list[str] = ()) -> tuple[set, set]:
+        """Renew ``ids``; return (renewed, still held among the rest of ``ids`` and ``check``)."""
         if self.conn is None or self.conn.closed:
             self.conn = psycopg.connect(self.dsn, autocommit=True)
         with self.conn.cursor() as cur:
-            cur.execute(_RENEW, [until, ids, owner])
-            renewed = {row[0] for row in cur.fetchall()}
+            renewed: set = set()
+            if ids:
+                cur.execute(_RENEW, [until, ids, owner])
+                renewed = {row[0] for row in cur.fetchall()}
+            rest = [i for i in ids if i not in renewed] + list(check)
             still: set = set()
-            if len(renewed) < len(ids):
-                cur.execute(_STILL_HELD, [[i for i in ids if i not in renewed], owner])
+            if rest:
+                cur.execute(_STILL_HELD, [rest, owner])
                 still = {row[0] for row in cur.fetchall()}
         return renewed, still
 

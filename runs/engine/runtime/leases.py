@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from django.db.models import Q
 
 from agentops import clock
 from agentops.tools import CancelToken
-from runs.engine.runtime.keeper import keeper_hold, keeper_release, keeper_unwatch, keeper_watch
+from runs.engine.runtime.keeper import (keeper_call, keeper_done, keeper_hold, keeper_release,
+                                        keeper_unwatch, keeper_watch)
 from runs.live import live_flush
 from runs.engine.runtime.unit_sql import unit_settled
 from runs.models import Run
@@ -83,6 +85,7 @@ class _Held:
     tokens: Sequence[CancelToken]
     interval: float
     due: float
+    deadline: float | None = None  # monotonic: past it the call is hung, renew no more
 
 
 class _Keeper:
@@ -120,9 +123,12 @@ class _Keeper:
             self._wake.wait(0.2)
             now = clock.monotonic()
             with self._lock:
-                if not any(h.due <= now for h in self._held.values()):
+                # A call past its deadline is hung: its lease is left to expire (fencing).
+                live = {k: h for k, h in self._held.items()
+                        if h.deadline is None or h.deadline > now}
+                if not any(h.due <= now for h in live.values()):
                     continue
-                batch = {k: h for k, h in self._held.items() if h.due - h.interval / 2 <= now}
+                batch = {k: h for k, h in live.items() if h.due - h.interval / 2 <= now}
             # The keeper keeps its one connection: waiting in the pool's queue behind hundreds
             # of run slots would let the very leases it keeps expire.
             try:
@@ -184,7 +190,8 @@ def _by_keeper_process() -> bool:
 
 @contextmanager
 def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
-               *, every_s: float | None = None) -> Iterator[Callable[[], bool]]:
+               *, every_s: float | None = None,
+               within_s: float | None = None) -> Iterator[Callable[[], bool]]:
     """Keep the lease while the block runs (long model and tool calls); cancel tokens if lost.
 
     Off a PostgreSQL slot the keeper thread renews it, the first time after ``every_s`` (a
@@ -193,6 +200,12 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     The calling thread's database connection goes back to the pool first
     (runs.slots.db_release) and is taken back at the end (db_reacquire): nobody holds one
     while waiting.
+
+    ``within_s``: the calls end within this many seconds (a tool's timeout, or the default
+    its author promises). A thread still inside them ``within_s`` + TTL/3 later is hung: its
+    lease is no longer renewed, so it expires and the sweeper recovers the run elsewhere,
+    never before the attempt's hard deadline (start + timeout + TTL, runs.engine.runtime.
+    fencing), as for a stopped worker.
     """
     # The page hears the units coalesced so far before this slow call (once they committed).
     live_flush(run.pk, before_send=unit_settled)
@@ -200,11 +213,16 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     beat = heartbeat_for(run, owner, tokens)
     process = _by_keeper_process()
     interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
+    grace = settings.AGENTOPS_LEASE_TTL_S / 3
     if process:
         key = keeper_watch(run.pk, tokens) if tokens else 0
+        if within_s is not None:
+            keeper_call(run.pk, owner, time.time() + within_s + grace)  # the keeper's clock
     else:
-        key = _KEEPER.add(_Held(run=run, owner=owner, tokens=tokens, interval=interval,
-                                due=clock.monotonic() + interval))
+        key = _KEEPER.add(_Held(
+            run=run, owner=owner, tokens=tokens, interval=interval,
+            due=clock.monotonic() + interval,
+            deadline=None if within_s is None else clock.monotonic() + within_s + grace))
     try:
         yield beat
     finally:
@@ -215,6 +233,8 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
         finally:
             if process:
                 keeper_unwatch(run.pk, key)
+                if within_s is not None:
+                    keeper_done(run.pk, owner)
             else:
                 _KEEPER.remove(key)
 

@@ -36,7 +36,7 @@ from ledger.statuses import ToolCallStatus as S
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.events import NewEvent, result_event
-from runs.engine.runtime.fencing import hard_deadline
+from runs.engine.runtime.fencing import hard_deadline, tool_timeout
 from runs.engine.runtime.leases import heartbeat_for, lease_kept
 from runs.engine.runtime.outcomes import block, go_unknown, retry_delay, wait
 from runs.engine.runtime.parking import (
@@ -149,7 +149,9 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *,
     if fenced and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
         # Paused between the fence and the dispatch: the hard deadline no longer holds.
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
-    with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs]):
+    within = max(tool_timeout(session.agent.tool(c.tool)) for c, _, _ in jobs)
+    with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
+                    within_s=within):
         outcomes = run_calls([(parkable(session.agent.tool(c.tool)), ctx, args)
                               for c, ctx, args in jobs], session.secrets)
     return jobs, outcomes, started
