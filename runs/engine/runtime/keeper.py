@@ -5,8 +5,8 @@ child process, not from a thread: with hundreds of slot threads on a loaded host
 thread waits seconds for the GIL and the leases it keeps expire under a live worker. The
 child is started lazily, on the first slotted tick (so after q2 forked this process, never
 inherited across a fork), with the DSN of Django's connection settings, the lease TTL and
-this process's pid. This module writes ``hold``/``release`` lines (and ``call``/``done`` around a tool call, with
-its deadline) to its stdin; a reader
+this process's pid. This module writes ``hold``/``release`` lines (and ``call``/``done`` for a tool call past its
+deadline: a hung slot) to its stdin; a reader
 thread reads the ``lost`` lines it prints and cancels the tool tokens watching that run, so
 a long tool of a run recovered elsewhere stops early. The slot itself learns of the loss
 at its next commit (version and owner checked: LeaseLost), as before.
@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +34,7 @@ from agentops.tools import CancelToken
 
 log = logging.getLogger("agentops.leases")
 _ROOT = Path(__file__).resolve().parents[3]
+_CHECK_S = 0.5  # how often calls are checked against their deadlines
 # Django-only keys of connection params: not libpq settings.
 _NOT_LIBPQ = {"context", "cursor_factory", "prepare_threshold", "client_encoding"}
 
@@ -46,6 +48,9 @@ class _Child:
         self._pid = 0  # the worker pid the child was started for (a fork needs its own)
         self._holds: dict[str, tuple[str, int]] = {}  # run id -> (owner, nesting)
         self._watchers: dict[str, dict[int, Sequence[CancelToken]]] = {}
+        self._calls: dict[str, tuple[str, float, bool]] = {}  # run -> (owner, deadline, told)
+        self._checker: threading.Thread | None = None
+        self._checker_pid = 0
 
     def hold(self, run_id: str, owner: str) -> None:
         with self._lock:
@@ -64,14 +69,34 @@ class _Child:
                 self._send(f"release {run_id} {owner}\n")
 
     def call(self, run_id: str, owner: str, deadline: float) -> None:
+        """Note a call under way (no message: the keeper hears of it only once it is late)."""
         with self._lock:
-            if run_id in self._holds:
-                self._send(f"call {run_id} {owner} {deadline:.3f}\n")
+            if run_id not in self._holds:
+                return
+            self._calls[run_id] = (owner, deadline, False)
+            if self._checker is None or not self._checker.is_alive() \
+                    or self._checker_pid != os.getpid():
+                self._checker_pid = os.getpid()
+                self._checker = threading.Thread(target=self._check, name="lease-call-checker",
+                                                 daemon=True)
+                self._checker.start()
 
     def done(self, run_id: str, owner: str) -> None:
         with self._lock:
-            if run_id in self._holds:
-                self._send(f"done {run_id} {owner}\n")
+            _, _, told = self._calls.pop(run_id, (owner, 0.0, False))
+            if told and run_id in self._holds:
+                self._send(f"done {run_id} {owner}\n")  # back after all: renew again
+
+    def _check(self) -> None:
+        """Tell the keeper of calls past their deadline (a hung slot), once each."""
+        while True:
+            time.sleep(_CHECK_S)
+            now = time.time()
+            with self._lock:
+                for run_id, (owner, deadline, told) in list(self._calls.items()):
+                    if not told and deadline <= now and run_id in self._holds:
+                        self._send(f"call {run_id} {owner} {deadline:.3f}\n")
+                        self._calls[run_id] = (owner, deadline, True)
 
     def watch(self, run_id: str, tokens: Sequence[CancelToken]) -> int:
         with self._lock:
@@ -152,13 +177,14 @@ def keeper_release(run_id: Any, owner: str) -> None:
 
 
 def keeper_call(run_id: Any, owner: str, deadline: float) -> None:
-    """Tell the keeper a call of ``run_id`` is under way until ``deadline`` (Unix time): past
-    it the slot is hung and the lease is no longer renewed (keeper_main)."""
+    """Note that a call of ``run_id`` is under way until ``deadline`` (Unix time). Past it
+    the slot is hung: a checker thread tells the keeper, which renews that lease no more
+    (keeper_main). Nothing is written to the keeper for a call that ends in time."""
     _CHILD.call(str(run_id), owner, deadline)
 
 
 def keeper_done(run_id: Any, owner: str) -> None:
-    """Tell the keeper the call of ``run_id`` returned: renew as before."""
+    """The call of ``run_id`` returned (a late one: the keeper renews it again)."""
     _CHILD.done(str(run_id), owner)
 
 
