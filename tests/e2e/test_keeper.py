@@ -182,6 +182,7 @@ def test_a_hung_worker_s_run_is_recovered_once_its_call_is_past_its_deadline(set
     assert int(lost.rsplit(":", 1)[1]) in a_pids, (lost, a_pids)  # the hung q2 process's
     ttl = settings.AGENTOPS_LEASE_TTL_S
     print(f"keeper: a hung slot's run recovered {took:.1f}s after its call started")
-    # Not before the hard deadline (timeout 2 s + TTL), counted from the tool's start.
-    assert took >= 2 + ttl * 2 / 3, f"recovered {took:.1f}s after the call: before its deadline"
+    # Not before the attempt's hard deadline (timeout 2 s + TTL), counted from when the test
+    # saw the tool start (a poll of 20 ms after it did).
+    assert took >= 2 + ttl - 0.1, f"recovered {took:.1f}s after the call: before its deadline"
 

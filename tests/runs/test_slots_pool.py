@@ -7,7 +7,6 @@ the fence of the next commit unchanged.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 from django.db import connection, transaction
@@ -17,24 +16,6 @@ from runs import slots
 from runs.models import Run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def pooled(settings) -> Iterator[None]:
-    """This process's connections pooled as in a worker process; restored afterwards."""
-    db = connection.settings_dict
-    saved = {k: db[k] for k in ("CONN_MAX_AGE", "CONN_HEALTH_CHECKS")}
-    options = dict(db.get("OPTIONS", {}))
-    settings.AGENTOPS_DB_POOL_MAX = 2
-    slots.pool_enable()
-    try:
-        yield
-    finally:
-        connection.close()
-        connection.close_pool()
-        db.update(saved)
-        db["OPTIONS"] = options
-        slots._state["pooled"] = False
 
 
 def _created() -> list[object]:

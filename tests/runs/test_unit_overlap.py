@@ -23,7 +23,6 @@ from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.unit_overlap import UnitNotCommitted
 from runs.models import Event, Run
 from runs.services import run_start
-from tests.runs.test_slots_pool import pooled  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -53,8 +52,12 @@ def run(db, monkeypatch):
     return run
 
 
-def _in_flight() -> bool:
-    return unit_overlap.in_flight(connection.connection)
+def _in_flight(raw=None) -> bool:
+    """Return whether the last unit on ``raw`` (this thread's connection) is unread: what waits
+    for its commit has not run yet."""
+    told: list[bool] = []
+    unit_overlap.after_commit(raw or connection.connection, lambda: told.append(True))
+    return not told
 
 
 def test_a_progress_unit_returns_in_flight_and_the_next_query_reads_it(run) -> None:
@@ -104,23 +107,26 @@ def test_a_unit_the_database_refused_is_told_with_its_reason(run) -> None:
     assert Run.objects.get(pk=run.pk).version == version
 
 
-def test_a_slot_reads_its_unit_before_the_pool_takes_the_connection_back(pooled, run) -> None:  # noqa: F811
+def test_a_slot_reads_its_unit_before_the_pool_takes_the_connection_back(pooled, run) -> None:
     _unit(run, "pooled")
     assert _in_flight()
     raw = connection.connection
     slots.db_release()
     assert connection.connection is None
-    assert not unit_overlap.in_flight(raw)
+    assert not _in_flight(raw)
     slots.db_reacquire()
     assert Event.objects.filter(run=run, type="run.note").count() == 2
 
 
 def test_a_slot_whose_unit_did_not_commit_stops_before_handing_its_connection_back(
-        pooled, run) -> None:  # noqa: F811
+        pooled, run) -> None:
     Run.objects.filter(pk=run.pk).update(version=F("version") + 1)
     _unit(run, "lost")
+    pool_idle = connection.pool.get_stats().get("pool_available", 0)
     with pytest.raises(UnitNotCommitted):
         slots.db_release()
+    assert connection.connection is not None, "the connection went back to the pool"
+    assert connection.pool.get_stats().get("pool_available", 0) == pool_idle
 
 
 def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine, monkeypatch):

@@ -5,9 +5,9 @@ child process, not from a thread: with hundreds of slot threads on a loaded host
 thread waits seconds for the GIL and the leases it keeps expire under a live worker. The
 child is started lazily, on the first slotted tick (so after q2 forked this process, never
 inherited across a fork), with the DSN of Django's connection settings, the lease TTL and
-this process's pid. This module writes ``hold``/``release`` lines (and ``call``/``done`` for a tool call past its
-deadline: a hung slot) to its stdin; a reader
-thread reads the ``lost`` lines it prints and cancels the tool tokens watching that run, so
+this process's pid. This module writes ``hold``/``release`` lines (and ``call``/``done`` for
+a tool call past its deadline: a hung slot) to its stdin; a reader thread reads the ``lost``
+lines it prints and cancels the tool tokens watching that run, so
 a long tool of a run recovered elsewhere stops early. The slot itself learns of the loss
 at its next commit (version and owner checked: LeaseLost), as before.
 

@@ -149,11 +149,11 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *,
     if fenced and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
         # Paused between the fence and the dispatch: the hard deadline no longer holds.
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
-    within = max(tool_timeout(session.agent.tool(c.tool)) for c, _, _ in jobs)
+    specs = [session.agent.tool(c.tool) for c, _, _ in jobs]
     with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
-                    within_s=within):
-        outcomes = run_calls([(parkable(session.agent.tool(c.tool)), ctx, args)
-                              for c, ctx, args in jobs], session.secrets)
+                    within_s=max(tool_timeout(spec) for spec in specs)):
+        outcomes = run_calls([(parkable(spec), ctx, args)
+                              for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets)
     return jobs, outcomes, started
 
 

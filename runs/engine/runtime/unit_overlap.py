@@ -137,16 +137,13 @@ def settled(raw: Any | None, *, quiet: bool = False) -> None:
     ``quiet``: forget a failure instead (a tick already failing for another reason must not
     hand it to the next tick on this connection).
     """
-    if raw is None:
-        return
-    state = _states.get(raw)
+    state = _state_of(raw)
     if state is None:
         return
-    if in_flight(raw):
+    if state.pending is not None:
         with raw.lock:  # reads it
             pass
-    while state.then:
-        state.then.pop(0)()
+    _tell(state)
     if state.failed:
         why, state.failed = state.failed, ""
         if not quiet:
@@ -161,19 +158,23 @@ def after_commit(raw: Any | None, fn: Callable[[], None]) -> None:
     the connection (under psycopg's lock, where ``fn`` may not query) is told at the next
     ``settled``: the next unit, a release to the pool, or the tick's end.
     """
-    state = _states.get(raw) if raw is not None else None
+    state = _state_of(raw)
     if state is not None and state.pending is not None:
         state.pending.then.append(fn)
-    elif state is not None and state.then:
-        state.then.append(fn)  # in order, after those of units read but not told yet
-    else:
-        fn()
+        return
+    if state is not None:
+        _tell(state)  # units read meanwhile come first
+    fn()
 
 
-def in_flight(raw: Any | None) -> bool:
-    """Return whether a unit sent on ``raw`` has not been read yet."""
-    state = _states.get(raw) if raw is not None else None
-    return state is not None and state.pending is not None
+def _state_of(raw: Any | None) -> _State | None:
+    return _states.get(raw) if raw is not None else None
+
+
+def _tell(state: _State) -> None:
+    """Call what waited for the units read so far (outside the connection's lock)."""
+    while state.then:
+        state.then.pop(0)()
 
 
 def _read_pending(raw: Any) -> None:
