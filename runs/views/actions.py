@@ -37,14 +37,22 @@ from runs.services import run_fork as run_fork_service
 def _preview_params(action: Action, request: HttpRequest,
                     points: list[RollbackPoint]) -> dict[str, Any]:
     """Return the checkpoint picked so far (the preview depends on it), if the action has
-    one; the newest rollback point (before the current step) until one is picked."""
+    one; the newest rollback point (before the current step) until one is picked; and the
+    choices picked so far (what a rollback does then changes what its preview says)."""
+    chosen: dict[str, Any] = {}
+    data = request.POST if request.method == "POST" else request.GET
     for f in params_fields(action.params):
         if f.widget == "checkpoint":
-            seq = request.POST.get(f.name) or request.GET.get(f.name) or ""
+            seq = data.get(f.name) or ""
             if seq.isdigit():
-                return {f.name: int(seq)}
-            return {f.name: points[0].seq} if points else {}
-    return {}
+                chosen[f.name] = int(seq)
+            elif points:
+                chosen[f.name] = points[0].seq
+        elif f.widget == "choice":
+            picked = [v for v in data.getlist(f.name) if v in f.choices]
+            if picked:
+                chosen[f.name] = picked[0]
+    return chosen
 
 
 def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
@@ -76,11 +84,12 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                "stuck": is_stuck(run.status),
                "then_next": (request.POST if request.method == "POST" else request.GET
                              ).get("then") == "next",
-               "checkpoint": next(iter(chosen.values()), None), "rerun": [], "outlook": None}
+               "checkpoint": chosen.get("to_seq"), "chosen": chosen, "rerun": [],
+               "outlook": None}
     try:
         context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
-        if verb in ("skip", "rollback"):
-            context["outlook"] = action_outlook(run=run, verb=verb, **chosen)
+        if verb in ("skip", "rollback", "rollback_terminate"):
+            context["outlook"] = action_outlook(run=run, verb=verb, to_seq=chosen.get("to_seq"))
     except AgentOpsError as exc:
         # No checkpoint to roll back to, or one in the middle of a call: say so in the dialog.
         context["errors"].append(exc.message)
