@@ -13,6 +13,7 @@ from ledger.statuses import DONE_OK
 from approvals.actions.params import ActionParams
 from approvals.confirmation import args_amount
 from runs.models import Run
+from runs.rollback_points import rollback_points
 from runs.services_operator import rollback_plan, rules, run_rollback
 
 _THEN_HELP = ("hold: the run waits for a person at the restored checkpoint (nothing runs "
@@ -58,21 +59,30 @@ class Rollback(Action):
         """Return what happens once the run is restored: hold, terminate or resume."""
         return params.get("then") or "hold"
 
+    def default_to_seq(self, run: Run, points: list[Any]) -> int | None:
+        """Return the checkpoint the dialog starts from: just before the current step."""
+        return points[0].seq if points else None
+
+    def to_seq(self, target: Run, params: dict[str, Any]) -> int | None:
+        """Return the checkpoint asked for (None: the service's, before the current step)."""
+        return params.get("to_seq")
+
     def perform(self, user: Any, target: Run, reason: str, **params: Any) -> dict[str, Any]:
         """Call run_rollback (``to_seq``: the checkpoint; ``ticked``: handled call ids)."""
-        return run_rollback(run=target, actor=user, reason=reason, to_seq=params.get("to_seq"),
+        return run_rollback(run=target, actor=user, reason=reason,
+                            to_seq=self.to_seq(target, params),
                             ticked=params.get("ticked") or (), then=self.then(params))
 
     def confirm_amount(self, target: Run, **params: Any) -> str:
         """Return the amount of the one money-moving effect it undoes or lists, if one."""
-        plan = rollback_plan(run=target, to_seq=params.get("to_seq"))
+        plan = rollback_plan(run=target, to_seq=self.to_seq(target, params))
         calls = [*plan.compensate, *(c for c, _ in plan.checklist)]
         amounts = [a for a in (args_amount(c.approved_args or c.args) for c in calls) if a]
         return amounts[0] if len(amounts) == 1 else ""
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """List each effect since the checkpoint: compensated, to tick, or cancelled."""
-        plan = rollback_plan(run=target, to_seq=params.get("to_seq"))
+        plan = rollback_plan(run=target, to_seq=self.to_seq(target, params))
         then = self.then(params)
         rows = [consequence_line(c, self.verb, then=then) for c in plan.compensate]
         rows += [{**consequence_line(c, self.verb, then=then), "why": why}
@@ -97,15 +107,31 @@ class RollbackTerminate(Rollback):
         """Return "terminate": this action always ends the run."""
         return "terminate"
 
+    def to_seq(self, target: Run, params: dict[str, Any]) -> int | None:
+        """Return the checkpoint asked for, else the one before the first undoable write."""
+        if params.get("to_seq") is not None:
+            return params["to_seq"]
+        return self.default_to_seq(target, rollback_points(run=target))
+
+    def default_to_seq(self, run: Run, points: list[Any]) -> int | None:
+        """Return the checkpoint before the step of the first write a rollback can undo."""
+        first = _undoable(run).order_by("id").first()
+        before = [p.seq for p in points if first is not None and p.step == first.step_key]
+        return min(before) if before else super().default_to_seq(run, points)
+
     def applies(self, target: Run) -> None:
         """Refuse a run with nothing to undo: Terminate alone does the same, honestly named."""
         super().applies(target)
-        undoable = ToolCall.objects.filter(run=self.run_of(target), effect="write",
-                                           status__in=list(DONE_OK), reversibility="reversible")
-        if not undoable.exists():
+        if not _undoable(self.run_of(target)).exists():
             raise ActionNotApplicable("nothing this run wrote can be undone (no write with a "
                                       "compensation stands), so there is nothing to roll back: "
                                       "terminate it instead", status=target.status)
+
+
+def _undoable(run: Run) -> Any:
+    """Return the run's writes that stand and that a compensation can undo."""
+    return ToolCall.objects.filter(run=run, effect="write", status__in=list(DONE_OK),
+                                   reversibility="reversible")
 
 
 ACTION = Rollback()

@@ -34,7 +34,7 @@ from runs.engine.runtime.snapshots import load_state
 from runs.services import run_fork as run_fork_service
 
 
-def _preview_params(action: Action, request: HttpRequest,
+def _preview_params(action: Action, request: HttpRequest, run: Any,
                     points: list[RollbackPoint]) -> dict[str, Any]:
     """Return the checkpoint picked so far (the preview depends on it), if the action has
     one; the newest rollback point (before the current step) until one is picked; and the
@@ -44,10 +44,11 @@ def _preview_params(action: Action, request: HttpRequest,
     for f in params_fields(action.params):
         if f.widget == "checkpoint":
             seq = data.get(f.name) or ""
+            default = action.default_to_seq(run, points)  # type: ignore[attr-defined]
             if seq.isdigit():
                 chosen[f.name] = int(seq)
-            elif points:
-                chosen[f.name] = points[0].seq
+            elif default is not None:
+                chosen[f.name] = default
         elif f.widget == "choice":
             picked = [v for v in data.getlist(f.name) if v in f.choices]
             if picked:
@@ -74,7 +75,7 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
     fields = _fields(action, run)
     checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
     points = rollback_points(run=run) if checkpoint else []
-    chosen = _preview_params(action, request, points)
+    chosen = _preview_params(action, request, run, points)
     context = {"run": run, "d": detail, "action": action, "verb": verb,
                "verb_label": action.label, "verb_help": action.help,
                "recommended": run.recommended_action == verb, "fields": fields,
