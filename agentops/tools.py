@@ -147,6 +147,9 @@ class ToolSpec:
                              "(a write is reversible only when something undoes it); declare "
                              "compensate=fn, or leave reversibility out (irreversible) or say "
                              "'manual' (a person undoes it by hand)")
+        if declared in ("manual", "irreversible") and self.compensate and self.effect == "write":
+            raise ValueError(f"tool {self.name}: compensate= undoes it, so it is not "
+                             f"{declared}; leave reversibility out (or say 'reversible')")
         object.__setattr__(self, "reversibility", reversibility_of(
             declared, write=self.effect == "write", compensable=self.compensate is not None))
 
