@@ -153,6 +153,8 @@ def _compensate(t: Traits, situation: str, then: str) -> Consequence:
 
 
 def _tick(t: Traits, situation: str, then: str) -> Consequence:
+    if not t.write:
+        return Consequence(TICK, "nothing to undo (a read)")
     if situation == "unknown":
         return Consequence(TICK, "tick: it may have happened and nothing can undo it by code; "
                            "check it and handle it by hand", stands=True)
@@ -182,16 +184,18 @@ CANONICAL = {"read": Traits("lookup", write=False),
              "irreversible": Traits("send_email", write=True)}
 
 
-def effect_table(labels: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
-    """Return, per action (by its button label), what it does to each effect class.
+def effect_table(labels: dict[str, str]) -> str:
+    """Return docs/triage.md's table: per action (its button), what it does to each class.
 
-    Each cell lists the situations the action touches ("done: undone by its compensation").
+    A cell lists what the action does to a call of that class in each situation it touches
+    ("done: undone by its compensation ..."); ``labels`` maps verbs to button labels.
     """
-    rows = []
+    head = ["Action", *(KIND_WORDS[k] for k in KINDS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for verb, fates in FATES.items():
         then = "hold" if verb == "rollback" else ""
-        cells = {kind: "; ".join(f"{sit}: {consequence(verb, sit, traits, then=then).will}"
-                                 for sit in fates)
-                 for kind, traits in CANONICAL.items()}
-        rows.append((labels.get(verb, verb), cells))
-    return rows
+        cells = ["<br>".join(f"{sit}: {consequence(verb, sit, CANONICAL[k], then=then).will}"
+                             for sit in fates) for k in KINDS]
+        name = labels.get(verb, verb) + (" (then: hold)" if then else "")
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return "\n".join(lines)

@@ -122,7 +122,10 @@ class RollbackTerminate(Rollback):
     def applies(self, target: Run) -> None:
         """Refuse a run with nothing to undo: Terminate alone does the same, honestly named."""
         super().applies(target)
-        if not _undoable(self.run_of(target)).exists():
+        run = self.run_of(target)
+        # A run that is not stored (a what-if of the recommendation's checks) has no ledger
+        # to read: the situation it stands for says whether a write can be undone.
+        if not run._state.adding and not _undoable(run).exists():
             raise ActionNotApplicable("nothing this run wrote can be undone (no write with a "
                                       "compensation stands), so there is nothing to roll back: "
                                       "terminate it instead", status=target.status)

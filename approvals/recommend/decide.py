@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from approvals.consequences import Traits, consequence
 from approvals.recommend.classes import TABLE, FailureClass, Recommendation, Row
 from approvals.recommend.evidence import confirm_choice
 from approvals.recommend.situation import Situation
@@ -155,9 +156,9 @@ def _rollback_and_terminate(sit: Situation, rec: Recommendation) -> Recommendati
     n = sit.compensable_done
     why = (f"{rec.why}; Roll back and terminate undoes the {n} reversible write(s) and ends "
            "the run in one step (Terminate alone leaves them standing)")
-    if sit.standing_writes:
-        why += (f"; {', '.join(sit.standing_writes[:3])} cannot be undone: this stays done "
-                "whatever you press")
+    for tool in sit.standing_writes[:3]:
+        stays = consequence("terminate", "done", Traits(tool, write=True))
+        why += f"; {tool}: {stays.will}"
     rest = tuple(a for a in (rec.action, *rec.alternatives) if a not in ("rollback",))
     return Recommendation("rollback_terminate", why, _dedupe(("terminate", *rest)))
 
