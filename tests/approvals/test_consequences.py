@@ -150,3 +150,17 @@ def test_terminate_says_the_refund_stays_done(demo, users):
     run = _refund_then_blocked()
     lines = {line["tool"]: line["will"] for line in ACTIONS["terminate"].preview(run)}
     assert lines["issue_refund"] == "stays done (Roll back can undo it)"
+
+
+def test_a_permanent_failure_after_a_refund_recommends_rolling_it_back_in_one_action():
+    """Issue 40 item 3: the goal is lost, a refund stands: not "skip", not two steps."""
+    from approvals.recommend import FailureClass, Situation, decide
+
+    sit = Situation(FailureClass.NOT_FOUND, status="blocked", tool="get_order", effect="read",
+                    done=4, total=6, compensable_done=1,
+                    standing_writes=("send_customer_email",))
+    rec = decide(sit)
+    assert rec.action == "rollback_terminate" and rec.alternatives[0] == "terminate"
+    assert "skip" in rec.alternatives and "rollback" not in rec.alternatives
+    assert "send_customer_email: this stays done whatever you press" in rec.why
+    assert "undoes the 1 reversible write(s) and ends the run in one step" in rec.why
