@@ -19,6 +19,7 @@ import jsonschema.validators
 
 from agentops import toolschema
 from ledger.errors import ToolInvalidArguments
+from ledger.statuses import effect_class_of, reversibility_of
 
 Effect = Literal["read", "write"]
 Reversibility = Literal["reversible", "manual", "irreversible"]
@@ -125,7 +126,8 @@ class ToolSpec:
     idempotent: bool = False
     probe: Callable[..., Any] | None = None
     compensate: Callable[..., Any] | None = None
-    reversibility: Reversibility = "reversible"
+    # None until _spec resolves it: "reversible" only with a compensation (ledger.statuses)
+    reversibility: Reversibility | None = None
     approval: ApprovalMode = "never"
     approval_policy: Callable[[dict[str, Any]], str | None] | None = None
     approval_expiry_s: int = 3600
@@ -137,6 +139,19 @@ class ToolSpec:
     rate: int | None = None
     pager: Callable[..., Any] | None = None
     args_model: Any = None  # the pydantic model of typed arguments (None: explicit schema)
+
+    def __post_init__(self) -> None:
+        declared = self.reversibility
+        if declared == "reversible" and self.effect == "write" and self.compensate is None:
+            raise ValueError(f"tool {self.name}: reversibility='reversible' needs compensate= "
+                             "(a write is reversible only when something undoes it); declare "
+                             "compensate=fn, or leave reversibility out (irreversible) or say "
+                             "'manual' (a person undoes it by hand)")
+        if declared in ("manual", "irreversible") and self.compensate and self.effect == "write":
+            raise ValueError(f"tool {self.name}: compensate= undoes it, so it is not "
+                             f"{declared}; leave reversibility out (or say 'reversible')")
+        object.__setattr__(self, "reversibility", reversibility_of(
+            declared, write=self.effect == "write", compensable=self.compensate is not None))
 
     @property
     def is_write(self) -> bool:
@@ -151,11 +166,8 @@ class ToolSpec:
     @property
     def effect_class(self) -> str:
         """Return read / idempotent / reversible / irreversible / manual for people."""
-        if not self.is_write:
-            return "read"
-        if self.idempotent and self.reversibility == "reversible":
-            return "idempotent"
-        return self.reversibility
+        return effect_class_of(effect=self.effect, idempotent=self.idempotent,
+                               reversibility=self.reversibility or "")  # set in __post_init__
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Return ``args`` if they fit the schema, else raise ToolInvalidArguments saying where.
@@ -214,7 +226,10 @@ def tool(
             (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it;
             ``ctx.idempotency_key`` is ``"<original key>:undo"`` and it must return a
             ToolResult or dict acknowledging the undo (None is recorded as a failed undo).
-        reversibility, approval ("never" | "always" | "policy" with ``approval_policy(args)``
+        reversibility: "reversible" (needs ``compensate``), "manual" (a person undoes it)
+            or "irreversible"; left out, a write with ``compensate`` is reversible and one
+            without is irreversible (nothing is offered as undoable that cannot be undone).
+        approval ("never" | "always" | "policy" with ``approval_policy(args)``
             returning a reason when a person must approve), timeout (s), retry (attempts on
             transient errors), sensitive (argument names stored redacted), concurrency, rate
             (calls per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page

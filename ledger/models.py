@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from ledger.statuses import Effect, Reversibility, ToolCallStatus
+from ledger.statuses import Effect, Reversibility, ToolCallStatus, effect_class_of
 
 
 class ToolCall(models.Model):
@@ -86,11 +86,8 @@ class ToolCall(models.Model):
     @property
     def effect_class(self) -> str:
         """Return read / idempotent / reversible / irreversible / manual (as ToolSpec's)."""
-        if self.effect != "write":
-            return "read"
-        if self.idempotent and self.reversibility == "reversible":
-            return "idempotent"
-        return self.reversibility
+        return effect_class_of(effect=self.effect, idempotent=self.idempotent,
+                               reversibility=self.reversibility)
 
     def __str__(self) -> str:
         return f"{self.tool_call_id} {self.tool} ({self.status})"

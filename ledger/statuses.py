@@ -39,6 +39,30 @@ class Reversibility(models.TextChoices):
     IRREVERSIBLE = "irreversible"
 
 
+def reversibility_of(declared: str | None, *, write: bool, compensable: bool) -> str:
+    """Return a tool's reversibility: "reversible" only for a write with a compensation.
+
+    Undeclared, a write without a compensation is "irreversible" (the safe default: nothing
+    undoes it); a read is "reversible" (it changes nothing).
+    """
+    if declared:
+        return declared
+    return Reversibility.REVERSIBLE if compensable or not write else Reversibility.IRREVERSIBLE
+
+
+def effect_class_of(*, effect: str, idempotent: bool, reversibility: str) -> str:
+    """Return read / idempotent / reversible / manual / irreversible (docs/sdk.md's table).
+
+    A keyed write is "idempotent" (repeats are deduplicated) unless its author said only a
+    person can undo it ("manual"); otherwise the reversibility names the class.
+    """
+    if effect != Effect.WRITE:
+        return "read"
+    if idempotent and reversibility != Reversibility.MANUAL:
+        return "idempotent"
+    return reversibility
+
+
 S = ToolCallStatus
 # What the console shows for each value (``{{ tc.status|label:"call" }}``).
 TOOLCALL_LABELS: dict[str, str] = {

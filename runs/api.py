@@ -13,7 +13,7 @@ from agentops import api_auth
 from approvals import limits
 from approvals.actions import RUN_ACTIONS, action_for
 from approvals.actions.terminate import Terminate
-from approvals.bulk import bulk_apply, bulk_count
+from approvals.bulk import bulk_apply, bulk_count, bulk_preview
 from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
 from runs import services
@@ -88,7 +88,11 @@ def act_on_runs(request: HttpRequest, body: BulkActionIn) -> dict:
     run_ids = body.run_ids
     count = bulk_count(run_ids=run_ids, queryset=queryset)
     if body.preview:
-        return {"count": count, "results": []}
+        lines = bulk_preview(verb=body.action, actor=request.auth, run_ids=run_ids,
+                             queryset=queryset)
+        return {"count": count, "results": [], "previews": [
+            {"run_id": str(line.run.pk), "refusal": line.refusal, "calls": line.calls}
+            for line in lines]}
     results = bulk_apply(verb=body.action, actor=request.auth, reason=body.reason,
                          run_ids=run_ids, queryset=queryset, confirm=body.confirm)
     return {"count": count, "results": [{**r, "run_id": str(r["run_id"])} for r in results]}

@@ -26,13 +26,18 @@ def action_outlook(*, run: Run, verb: str, to_seq: int | None = None) -> dict[st
         step = state["current_step"] or ""
         added.append({"kind": "step_skipped", "step": step, "by": "you"})
         skipped = {step}
-    elif verb == "rollback":
+    elif verb in ("rollback", "rollback_terminate"):
         after, added, skipped = _rollback_view(run, to_seq)
+        if verb == "rollback_terminate":  # it ends the run: no step runs next
+            return {"next_steps": [], "exceptions": carried + _said(added)}
     else:
         return {"next_steps": [], "exceptions": carried}
-    added = [{**a, "what": exception_what(a), "who": "you", "when": "on confirm",
-              "why": "the reason you give"} for a in added]
-    return {"next_steps": _next_steps(run, after, skipped), "exceptions": carried + added}
+    return {"next_steps": _next_steps(run, after, skipped), "exceptions": carried + _said(added)}
+
+
+def _said(added: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**a, "what": exception_what(a), "who": "you", "when": "on confirm",
+             "why": "the reason you give"} for a in added]
 
 
 def _rollback_view(run: Run, to_seq: int | None) -> tuple[dict[str, Any], list[dict], set]:

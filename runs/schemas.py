@@ -255,7 +255,8 @@ ActionIn = Annotated[Union[tuple(_action_in(a) for a in RUN_ACTIONS.values())], 
 class BulkActionIn(StrictIn):
     """One action on many runs: by ids or by a filter (exactly one), with a required reason.
 
-    ``preview`` only counts the runs it would touch, so a caller can show the count first.
+    ``preview`` changes nothing: it returns the count and, for the first runs, what the
+    action would do to each of their tool calls (the same lines the console's dialog shows).
     """
 
     action: BulkVerb
@@ -274,11 +275,35 @@ class BulkResultOut(Schema):
     detail: str = ""
 
 
+class ConsequenceOut(Schema):
+    """What the action does to one tool call in the world (approvals.consequences)."""
+
+    tool_call_id: str
+    tool: str
+    step: str
+    status: str
+    effect_class: str
+    kind: str = ""
+    will: str
+    key: str = ""
+    consequence: dict[str, Any] = {}
+
+
+class BulkPreviewOut(Schema):
+    """One selected run in a preview: why it would be refused, or each call's consequence."""
+
+    run_id: str
+    refusal: str = ""
+    calls: list[ConsequenceOut] = []
+
+
 class BulkActionOut(Schema):
-    """How many runs the selection holds, and (unless previewing) each run's result."""
+    """How many runs the selection holds, and each run's result (or, previewing, what the
+    action would do to each of the first runs' tool calls)."""
 
     count: int
     results: list[BulkResultOut]
+    previews: list[BulkPreviewOut] = []
 
 
 class ActionOut(Schema):

@@ -36,6 +36,7 @@ class BlockReason(models.TextChoices):
     APPROVAL_EXPIRED = "approval_expired"
     SELF_CHECK_FAILED = "self_check_failed"
     INCOMPLETE_STEP = "incomplete_step"
+    ROLLED_BACK = "rolled_back"  # an operator rolled it back and holds it at the checkpoint
 
 
 class WaitKind(models.TextChoices):
@@ -85,6 +86,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.APPROVAL_EXPIRED: "Approval expired",
     BlockReason.SELF_CHECK_FAILED: "Self-check failed",
     BlockReason.INCOMPLETE_STEP: "Step not completed",
+    BlockReason.ROLLED_BACK: "Rolled back: waits for a person",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

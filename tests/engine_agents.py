@@ -44,7 +44,7 @@ def lookup(ctx, item: str) -> ToolResult:
     return ToolResult(facts={"item": item, "price": 42}, summary=f"{item} costs 42")
 
 
-@tool(effect="write", idempotent=True, reversibility="reversible")
+@tool(effect="write", idempotent=True)
 def charge(ctx, amount: int) -> ToolResult:
     """Charge a card (idempotent by key)."""
     if not any(k == ctx.idempotency_key for t, k, _ in world.effects if t == "charge"):

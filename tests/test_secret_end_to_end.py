@@ -70,7 +70,8 @@ def _live_run(admin: User, support: User) -> Run:
     assert drive(run) == "waiting"
     _approve(support, run)
     assert drive(run) == "blocked"  # check_pin failed, naming the PIN in its error
-    RUN_ACTIONS["rollback"].execute(admin, run, "try again", to_seq=1, confirm="rollback")
+    RUN_ACTIONS["rollback"].execute(admin, run, "try again", to_seq=1, confirm="rollback",
+                                    then="resume")
     assert drive(run) == "waiting"
     return run
 

@@ -22,10 +22,12 @@ from django.db import transaction
 from agentops.errors import InvalidInput
 from approvals.actions.params import ActionParams, NoParams
 from approvals.confirmation import Typed
+from approvals.consequences import Traits, consequence
 from approvals.errors import ActionNotApplicable, NotAllowed
 from approvals.models import Intervention
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
 from ledger.models import ToolCall
+from ledger.statuses import DONE_OK
 from ledger.statuses import ToolCallStatus as TC
 from runs.live import action_phrase, live_publish
 from runs.models import Run
@@ -150,6 +152,44 @@ def call_preview(call: ToolCall, will: str) -> dict[str, Any]:
     """Return one line of a preview: the call, its effect class and what will happen to it."""
     return {"tool_call_id": call.tool_call_id, "tool": call.tool, "step": call.step_key,
             "status": call.status, "effect_class": call.effect_class, "will": will}
+
+
+def call_traits(call: ToolCall) -> Traits:
+    """Return what the call's tool declared about repeating and undoing (as recorded)."""
+    write = call.effect == "write"
+    return Traits(call.tool, write=write, keyed=write and call.idempotent,
+                  probeable=write and call.probeable,
+                  compensable=write and call.reversibility == "reversible")
+
+
+def call_situation(call: ToolCall) -> str:
+    """Return open / unknown / done / undone: what the world knows of the call."""
+    if call.status in DONE_OK:
+        return "done"
+    if call.status in (TC.UNKNOWN, TC.RUNNING):
+        return "unknown"
+    return "undone" if call.status == TC.COMPENSATED else "open"
+
+
+def consequence_line(call: ToolCall, verb: str, *, then: str = "",
+                     situation: str = "") -> dict[str, Any]:
+    """Return one preview line derived from the one model (approvals.consequences)."""
+    what = consequence(verb, situation or call_situation(call), call_traits(call), then=then)
+    return {**call_preview(call, what.will), "kind": call_traits(call).kind,
+            "key": call.idempotency_key if what.key == "same" else what.key,
+            "consequence": what.as_dict()}
+
+
+def standing_writes(run: Run, verb: str) -> list[dict[str, Any]]:
+    """Return a line for each write of ``run`` that happened and stays whatever ``verb`` does."""
+    calls = ToolCall.objects.filter(run=run, effect="write",
+                                    status__in=[*DONE_OK]).order_by("id")
+    return [consequence_line(c, verb) for c in calls]
+
+
+def may_repeat(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the lines whose effect may happen a second time (typed confirmation needed)."""
+    return [line for line in lines if (line.get("consequence") or {}).get("may_repeat")]
 
 
 def step_calls(run: Run, statuses: tuple[str, ...] = RUNNABLE_AGAIN) -> list[ToolCall]:

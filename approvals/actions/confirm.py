@@ -5,8 +5,10 @@ from typing import Any
 
 from ninja import Field
 
-from approvals.actions.base import Action, call_preview
+from approvals.actions.base import Action, consequence_line, may_repeat
 from approvals.actions.params import ActionParams
+from approvals.confirmation import Typed
+from approvals.consequences import doing
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
@@ -59,19 +61,36 @@ class ConfirmExecuted(_Confirm):
 
 
 class ConfirmNotExecuted(_Confirm):
-    """It did not happen: the call is run again with the same idempotency key."""
+    """It did not happen: the call runs again (deduplicated only when the tool has a key)."""
 
     name, verb = "run.confirm_not_executed", "confirm_not_executed"
     label = "It did not execute"
-    help = "Record that the tool call did not happen; it is retried with the same idempotency key."
+    help = ("Record that the tool call did not happen; it runs again. The table says whether "
+            "the tool can tell a repeat (an idempotency key) or may do it a second time.")
     params = ConfirmNotExecutedParams
     executed = False
     bulk = True
+    confirm_word = "again"  # typed only when the call may happen a second time (confirmation)
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
-        """List the unknown call, which runs again."""
-        return [call_preview(c, "runs again with the same idempotency key")
-                for c in self._unknown(target)]
+        """List the unknown call, which runs again, and what that may do to the world."""
+        return [consequence_line(c, self.verb) for c in self._unknown(target)]
+
+    def confirmation(self, target: Any, **params: Any) -> Typed | None:
+        """Ask for the typed word when the call may happen twice (no key, no probe asked).
+
+        ``target`` None (many runs at once): the word is asked, as any run may need it.
+        """
+        if target is None:
+            return Typed(self.confirm_word, subject=self.label, doing="run it again",
+                         risk="may do a write a second time")
+        risky = may_repeat(self.preview(target, **params))
+        if not risky:
+            return None
+        tool = risky[0]["tool"]
+        return Typed(self.confirm_word, subject=tool, doing="run it again",
+                     risk=f"has no idempotency key: if it did happen, running it again may "
+                          f"{doing(tool)} a second time")
 
 
 CONFIRM_EXECUTED = ConfirmExecuted()

@@ -3,7 +3,7 @@
 The API validates a request's ``params`` with it (and OpenAPI shows it); the console dialog
 renders its fields and parses the posted form with it. A field's ``json_schema_extra`` says
 how the dialog shows it: ``widget`` is ``number``, ``text``, ``json``, ``checkpoint`` (a
-snapshot picker), ``ticks`` (check boxes in the preview table) or ``hidden`` (API only);
+snapshot picker), ``choice`` (a select of ``choices``), ``ticks`` (check boxes in the preview table) or ``hidden`` (API only);
 ``initial`` names the Run attribute that pre-fills it.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ class ParamField:
     help: str
     widget: str
     initial: str = ""
+    choices: tuple[str, ...] = ()
 
 
 def params_validate(verb: str, schema: type[ActionParams], raw: Any,
@@ -67,7 +68,8 @@ def params_fields(schema: type[ActionParams]) -> list[ParamField]:
         if widget == "hidden":
             continue
         out.append(ParamField(name, info.title or name.replace("_", " ").capitalize(),
-                              info.description or "", widget, str(extra.get("initial", ""))))
+                              info.description or "", widget, str(extra.get("initial", "")),
+                              tuple(extra.get("choices") or ())))
     return out
 
 
@@ -77,6 +79,15 @@ def params_from_form(verb: str, schema: type[ActionParams], data: Any) -> dict[s
     for f in params_fields(schema):
         if f.widget == "ticks":
             raw[f.name] = data.getlist(f.name)
+            continue
+        if f.widget == "choice":
+            # Another control of the dialog may share the name (the "then open the next
+            # stuck run" box posts then=next): take the value that is one of the choices.
+            picked = [v for v in data.getlist(f.name) if v in f.choices]
+            if picked:
+                raw[f.name] = picked[0]
+            elif any(v not in ("", "next") for v in data.getlist(f.name)):
+                raw[f.name] = data.getlist(f.name)[0]  # refused by validation, naming it
             continue
         text = (data.get(f.name) or "").strip()
         if not text:

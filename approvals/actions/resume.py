@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.actions.base import Action, call_preview, step_calls
+from approvals.actions.base import Action, consequence_line, step_calls
 from approvals.errors import ActionNotApplicable
 from runs.models import Run
 from runs.services_operator import rules, run_resume
@@ -31,7 +31,7 @@ class Resume(Action):
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """List the step's calls that were waiting to run."""
-        return [call_preview(c, "runs") for c in step_calls(target)]
+        return [consequence_line(c, self.verb) for c in step_calls(target)]
 
 
 ACTION = Resume()

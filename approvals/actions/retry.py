@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.agents import registry
-from approvals.actions.base import Action, call_preview, step_calls
+from approvals.actions.base import Action, call_preview, consequence_line, step_calls
 from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
@@ -43,9 +43,10 @@ class Retry(Action):
                                          status__in=(TC.FAILED, TC.TIMED_OUT)).first()
         if failed is not None and failed not in calls:
             calls.insert(0, failed)
-        rows = [call_preview(c, "runs again") for c in calls]
+        rows = [consequence_line(c, self.verb) for c in calls]
         rows += [call_preview(c, "asks for approval again")
                  for c in step_calls(target, (TC.AWAITING_APPROVAL,))]
+        rows += [consequence_line(c, self.verb) for c in step_calls(target, (TC.COMPENSATED,))]
         return rows
 
 

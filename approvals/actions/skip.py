@@ -5,7 +5,7 @@ from typing import Any
 
 from ninja import Field
 
-from approvals.actions.base import Action, call_preview, step_calls
+from approvals.actions.base import Action, consequence_line, step_calls
 from approvals.actions.params import ActionParams
 from ledger.statuses import ToolCallStatus as TC
 from runs.models import Run
@@ -39,8 +39,7 @@ class Skip(Action):
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """List the step's calls that will be cancelled instead of run (nothing runs again)."""
-        return [call_preview(c, "cancelled, never runs")
-                for c in step_calls(target, TC_OPEN)]
+        return [consequence_line(c, self.verb) for c in step_calls(target, TC_OPEN)]
 
 
 ACTION = Skip()

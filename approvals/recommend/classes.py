@@ -37,6 +37,7 @@ class FailureClass(StrEnum):
     SELF_CHECK = "self_check"
     INCOMPLETE_STEP = "incomplete_step"
     TIMER_WAIT = "timer_wait"
+    ROLLED_BACK = "rolled_back"
 
 
 # Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
@@ -56,7 +57,7 @@ _CATEGORY = {
     "context_overflow": FailureClass.CONTEXT_OVERFLOW,
     "invalid_request": FailureClass.MODEL_REFUSED,
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
-    "timer": FailureClass.TIMER_WAIT,
+    "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
 }
 
 
@@ -133,6 +134,11 @@ TABLE: dict[FailureClass, Row] = {
     F.INCOMPLETE_STEP: Row("retry", ("finish_partial", "terminate", "skip"),
                            "the step ended without what completes it",
                            retry_means="asks the model again to finish the step"),
+    F.ROLLED_BACK: Row("retry", ("terminate", "skip"),
+                       "an operator rolled the run back to a checkpoint; it waits there for "
+                       "a person", deterministic=False,
+                       retry_means="goes on from the checkpoint (writes undone there may be "
+                                   "made again, with new keys)"),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
 }

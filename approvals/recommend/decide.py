@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from approvals.consequences import Traits, consequence
 from approvals.recommend.classes import TABLE, FailureClass, Recommendation, Row
 from approvals.recommend.evidence import confirm_choice
 from approvals.recommend.situation import Situation
@@ -136,15 +137,30 @@ def _note_retry(sit: Situation, row: Row, rec: Recommendation) -> Recommendation
 def _with_rollback(sit: Situation, rec: Recommendation) -> Recommendation:
     if not sit.compensable_done or "terminate" not in (rec.action, *rec.alternatives):
         return rec
+    if sit.status == "blocked" and (rec.action == "terminate" or _goal_lost(sit, rec)):
+        return _rollback_and_terminate(sit, rec)
     # Rollback goes just before terminate: "if you would end it, undo what can be undone first".
     rest = [a for a in rec.alternatives if a != "rollback"]
     at = rest.index("terminate") if "terminate" in rest else 0
-    alts = (*rest[:at], "rollback", *rest[at:])
-    why = rec.why
-    if rec.action == "terminate":
-        why += f"; roll back the {sit.compensable_done} reversible write(s) first if they " \
-               "should not stay"
-    return Recommendation(rec.action, why, alts)
+    return Recommendation(rec.action, rec.why, (*rest[:at], "rollback", *rest[at:]))
+
+
+def _goal_lost(sit: Situation, rec: Recommendation) -> bool:
+    """Return True when a permanent failure means the run cannot reach its goal as asked."""
+    return rec.action == "skip" and not TABLE[sit.failure].retry_can_help
+
+
+def _rollback_and_terminate(sit: Situation, rec: Recommendation) -> Recommendation:
+    # One action, never "roll back, then terminate": a rollback on its own would let the run
+    # go on and make the undone writes again; this one undoes them and ends the run.
+    n = sit.compensable_done
+    why = (f"{rec.why}; Roll back and terminate undoes the {n} reversible write(s) and ends "
+           "the run in one step (Terminate alone leaves them standing)")
+    for tool in sit.standing_writes[:3]:
+        stays = consequence("terminate", "done", Traits(tool, write=True))
+        why += f"; {tool}: {stays.will}"
+    rest = tuple(a for a in (rec.action, *rec.alternatives) if a not in ("rollback",))
+    return Recommendation("rollback_terminate", why, _dedupe(("terminate", *rest)))
 
 
 def _wait(sit: Situation) -> Recommendation:

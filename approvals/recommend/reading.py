@@ -59,6 +59,15 @@ def compensable_done(run: Any, specs: dict[str, Any]) -> int:
     return _writes(run).filter(tool__in=undoable).count() if undoable and run.pk else 0
 
 
+def standing_writes(run: Any, specs: dict[str, Any]) -> tuple[str, ...]:
+    """Return the tools whose writes so far nothing can undo (no compensation)."""
+    if run.pk is None:
+        return ()
+    undoable = {n for n, s in specs.items() if s.is_write and s.compensate is not None}
+    tools = set(_writes(run).values_list("tool", flat=True)) - undoable
+    return tuple(sorted(tools))
+
+
 def step_writes_done(run: Any, step: str) -> tuple[str, ...]:
     """Return the tools whose writes succeeded in ``step`` (a skip forgets their facts)."""
     if not step or run.pk is None:
@@ -158,6 +167,7 @@ def situation_read(*, run: Any, state: dict[str, Any], category: str, tool: str 
     return Situation(
         failure=failure_class(category), status=run.status, tool=tool, effect=effect,
         done=done, total=total, compensable_done=compensable_done(run, specs),
+        standing_writes=standing_writes(run, specs),
         step_writes_done=step_writes_done(run, step),
         writes_ahead=writes_ahead(run, state, step, specs),
         operator_retries=operator_retries(run, step),

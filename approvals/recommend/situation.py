@@ -38,6 +38,7 @@ class Situation:
     done: int = 0
     total: int = 0
     compensable_done: int = 0  # writes made so far that a rollback can undo
+    standing_writes: tuple[str, ...] = ()  # writes made so far that nothing can undo
     step_writes_done: tuple[str, ...] = ()  # writes that succeeded in the blocked step
     writes_ahead: tuple[str, ...] = ()  # "step: tool (effect)" the next steps are known to make
     operator_retries: int = 0  # times a person already retried this step

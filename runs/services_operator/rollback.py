@@ -7,6 +7,12 @@ what is already undone. Effects that cannot be undone by code (irreversible, man
 compensation, or unknown) form a checklist the operator must tick first. The restore is a
 ``run.rolled_back`` event carrying the checkpoint's state, so the log stays append-only and
 replaying it gives the same state.
+
+What happens once restored is ``then``: ``hold`` (the default) blocks the run at the
+checkpoint with reason ``rolled_back`` until a person retries, skips or ends it, so nothing
+undone is made again by itself; ``terminate`` ends it (compensate and cancel, one action);
+``resume`` queues it at once (the steps after the checkpoint run again and may redo the
+undone writes, with new keys).
 """
 from __future__ import annotations
 
@@ -40,10 +46,13 @@ from runs.event_types import EventType
 from runs.models import Event, Run
 from runs.services_operator import rules
 from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked, state_projection
-from runs.statuses import RunStatus
+from runs.services import run_cancel
+from runs.engine.runtime.attention import attention_fields
+from runs.statuses import BlockReason, RunStatus
 
 ROLLBACK_STATUSES = rules.ROLLBACK
 CLAIM_TTL = dt.timedelta(minutes=10)
+THENS = ("hold", "terminate", "resume")
 _CANCEL = (TC.PENDING, TC.FAILED, TC.TIMED_OUT, TC.AWAITING_APPROVAL, TC.CONFIRMED_NOT_EXECUTED)
 
 
@@ -119,8 +128,11 @@ def _classify(plan: RollbackPlan, call: ToolCall) -> None:
 
 
 def run_rollback(*, run: Run, actor: Any, reason: str = "", to_seq: int | None = None,
-                 ticked: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
-    """Compensate reversible effects since ``to_seq``, then restore the run to it."""
+                 ticked: list[str] | tuple[str, ...] = (), then: str = "hold") -> dict[str, Any]:
+    """Compensate reversible effects since ``to_seq``, restore the run to it, then ``then``
+    (hold: wait for a person there; terminate: end it; resume: go on at once)."""
+    if then not in THENS:
+        raise ActionNotApplicable(f"then must be one of {', '.join(THENS)}, not {then!r}")
     who = actor_name(actor)
     refusal = rules.status_refusal(run, ROLLBACK_STATUSES, "roll back")
     if refusal:
@@ -136,7 +148,7 @@ def run_rollback(*, run: Run, actor: Any, reason: str = "", to_seq: int | None =
     try:
         for call in plan.compensate:
             _compensate(run, call, plan.specs[call.tool], who)
-        return _restore(run, plan, who, reason)
+        return _restore(run, plan, who, reason, then)
     finally:
         Run.objects.filter(pk=run.pk, lease_owner=ROLLBACK_OWNER + who).update(
             lease_owner="", lease_expires_at=None)
@@ -188,9 +200,9 @@ def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
             also=[toolcall_update(call, TC.COMPENSATED, summary=f"compensated by {who}")])
 
 
-def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, Any]:
+def _restore(run: Run, plan: RollbackPlan, who: str, reason: str, then: str) -> dict[str, Any]:
     with run_locked(run, ROLLBACK_STATUSES, "roll back") as state:
-        summary = {"to_seq": plan.to_seq,
+        summary = {"to_seq": plan.to_seq, "then": then,
                    "compensated": [c.tool_call_id for c in [*plan.done, *plan.compensate]],
                    "ticked": [c.tool_call_id for c, _ in plan.checklist],
                    "cancelled": [c.tool_call_id for c in plan.cancel], "by": who,
@@ -209,5 +221,19 @@ def _restore(run: Run, plan: RollbackPlan, who: str, reason: str) -> dict[str, A
                        actor=who, events=[rolled],
                        fields={**state_projection(new), "current_tool_call": ""},
                        also=[*also, snap.save])
-        run_enqueue(run.pk)
+        _then(run, new, then, who, reason)
     return summary
+
+
+def _then(run: Run, state: dict[str, Any], then: str, who: str, reason: str) -> None:
+    """Hold the restored run for a person, end it, or queue it (inside the restore's commit)."""
+    if then == "resume":
+        run_enqueue(run.pk)
+    elif then == "terminate":
+        run_cancel(run=run, actor=who, reason=reason or "rolled back and terminated")
+    else:
+        detail = (f"rolled back by {who}; it waits here for a person: retry to go on from "
+                  "this checkpoint, or terminate")
+        run_transition(run, RunStatus.BLOCKED, reason=BlockReason.ROLLED_BACK, detail=detail,
+                       actor=who, fields=attention_fields(
+                           run=run, category="rolled_back", detail=detail, state=state))

@@ -34,17 +34,26 @@ from runs.engine.runtime.snapshots import load_state
 from runs.services import run_fork as run_fork_service
 
 
-def _preview_params(action: Action, request: HttpRequest,
+def _preview_params(action: Action, request: HttpRequest, run: Any,
                     points: list[RollbackPoint]) -> dict[str, Any]:
     """Return the checkpoint picked so far (the preview depends on it), if the action has
-    one; the newest rollback point (before the current step) until one is picked."""
+    one; the newest rollback point (before the current step) until one is picked; and the
+    choices picked so far (what a rollback does then changes what its preview says)."""
+    chosen: dict[str, Any] = {}
+    data = request.POST if request.method == "POST" else request.GET
     for f in params_fields(action.params):
         if f.widget == "checkpoint":
-            seq = request.POST.get(f.name) or request.GET.get(f.name) or ""
+            seq = data.get(f.name) or ""
+            default = action.default_to_seq(run, points)  # type: ignore[attr-defined]
             if seq.isdigit():
-                return {f.name: int(seq)}
-            return {f.name: points[0].seq} if points else {}
-    return {}
+                chosen[f.name] = int(seq)
+            elif default is not None:
+                chosen[f.name] = default
+        elif f.widget == "choice":
+            picked = [v for v in data.getlist(f.name) if v in f.choices]
+            if picked:
+                chosen[f.name] = picked[0]
+    return chosen
 
 
 def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
@@ -66,7 +75,7 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
     fields = _fields(action, run)
     checkpoint = any(x["f"].widget == "checkpoint" for x in fields)
     points = rollback_points(run=run) if checkpoint else []
-    chosen = _preview_params(action, request, points)
+    chosen = _preview_params(action, request, run, points)
     context = {"run": run, "d": detail, "action": action, "verb": verb,
                "verb_label": action.label, "verb_help": action.help,
                "recommended": run.recommended_action == verb, "fields": fields,
@@ -76,11 +85,12 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                "stuck": is_stuck(run.status),
                "then_next": (request.POST if request.method == "POST" else request.GET
                              ).get("then") == "next",
-               "checkpoint": next(iter(chosen.values()), None), "rerun": [], "outlook": None}
+               "checkpoint": chosen.get("to_seq"), "chosen": chosen, "rerun": [],
+               "outlook": None}
     try:
         context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
-        if verb in ("skip", "rollback"):
-            context["outlook"] = action_outlook(run=run, verb=verb, **chosen)
+        if verb in ("skip", "rollback", "rollback_terminate"):
+            context["outlook"] = action_outlook(run=run, verb=verb, to_seq=chosen.get("to_seq"))
     except AgentOpsError as exc:
         # No checkpoint to roll back to, or one in the middle of a call: say so in the dialog.
         context["errors"].append(exc.message)

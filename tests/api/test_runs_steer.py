@@ -104,7 +104,10 @@ def test_bulk_action_previews_the_count_then_terminates_each_run(operator, setti
             "filter": {"status": ["blocked"]}, "preview": True}
     preview = operator.post_json("/api/runs/bulk-actions", body)
     assert preview.status_code == 200, preview.content
-    assert preview.json() == {"count": 3, "results": []}
+    answer = preview.json()
+    assert (answer["count"], answer["results"], len(answer["previews"])) == (3, [], 3)
+    assert {p["run_id"] for p in answer["previews"]} == {str(r.pk) for r in runs}
+    assert all(p["refusal"] == "" and isinstance(p["calls"], list) for p in answer["previews"])
     assert Run.objects.filter(status="blocked").count() == 3
     done = operator.post_json("/api/runs/bulk-actions", {**body, "preview": False})
     assert done.status_code == 200, done.content

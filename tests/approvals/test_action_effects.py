@@ -74,9 +74,11 @@ def test_rollback_compensates_reversible_effects_and_checklists_irreversible_one
     email = ToolCall.objects.get(run=run, tool="email")
     seq, action = run.last_seq, ACTIONS["rollback"]
     wills = {(p["tool"], p["effect_class"], p["will"])
-             for p in action.preview(run, to_seq=start_a - 1)}
-    assert wills == {("reserve", "idempotent", "compensated (undone)"),
-                     ("email", "irreversible", "tick: handle it by hand")}
+             for p in action.preview(run, to_seq=start_a - 1, then="resume")}
+    assert wills == {("reserve", "idempotent", "undone by its compensation; then the run goes on "
+                      "from the checkpoint and may make it again, with a new key"),
+                     ("email", "irreversible", "tick: nothing can undo it by code, so this "
+                      "write stays done; handle it by hand (if at all)")}
     with pytest.raises(ActionNotApplicable, match=f"email \\({email.tool_call_id}\\)"):
         action.execute(users["operator"], run, "wrong region", to_seq=start_a - 1,
                        confirm="rollback")
@@ -84,7 +86,7 @@ def test_rollback_compensates_reversible_effects_and_checklists_irreversible_one
     assert run.last_seq == seq and world.count("release") == 0
     assert not Intervention.objects.filter(run=run).exists()
     action.execute(users["operator"], run, "wrong region", to_seq=start_a - 1,
-                   ticked=[email.tool_call_id], confirm="rollback")
+                   ticked=[email.tool_call_id], confirm="rollback", then="resume")
     released = [a["item"] for t, _, a in world.effects if t == "release"]
     assert released == ["pen", "book"]  # newest first
     statuses = dict(ToolCall.objects.filter(run=run).values_list("tool", "status")
@@ -134,7 +136,8 @@ def test_confirm_not_executed_reruns_with_the_same_key_exactly_once(engine, user
     assert world.count("email") == 0
     preview = ACTIONS["confirm_not_executed"].preview(run)
     assert [(p["tool"], p["effect_class"]) for p in preview] == [("email", "irreversible")]
-    ACTIONS["confirm_not_executed"].execute(users["operator"], run, "not in the outbox")
+    ACTIONS["confirm_not_executed"].execute(users["operator"], run, "not in the outbox",
+                                            confirm="again")
     call_row.refresh_from_db()
     assert call_row.status == "confirmed_not_executed"
     assert drive(run) == "completed_with_exceptions"

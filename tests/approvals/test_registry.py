@@ -20,7 +20,7 @@ from approvals.errors import UnknownAction
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.models import Run
 from runs.statuses import RunStatus
-from tests.console_factories import client_for, make_attention_run
+from tests.console_factories import client_for, make_attention_run, make_tool_call
 
 # Actions that apply to one kind of stop only: a timer wait; a run whose version is gone.
 _STATE = {"wake": {"wait_kind": "timer"},
@@ -37,6 +37,9 @@ def _run_for(action) -> Run:
     status = next(s for s in _PREFERRED if s in action.statuses)
     run = make_attention_run(status, reason="budget_exhausted", recommended="")
     Run.objects.filter(pk=run.pk).update(**_STATE.get(action.verb, {}))
+    if action.verb == "rollback_terminate":  # offered only when a write can be undone
+        make_tool_call(run, tool="refund", status="succeeded", effect="write",
+                       reversibility="reversible", step_key="plan")
     event_append(run=run, events=[NewEvent("run.note", {"text": "a"}),
                                   NewEvent("run.note", {"text": "b"})])
     run.refresh_from_db()

@@ -56,7 +56,7 @@ def test_rollback_to_before_the_refund_previews_and_undoes_it(engine, users):
     html = client.get(url, {"to_seq": to_seq}).content.decode()
     refund = ToolCall.objects.get(run=run, tool="refund")
     row = re.search(rf'<tr data-call="{refund.tool_call_id}">(.*?)</tr>', html, re.S).group(1)
-    assert "refund" in row and "idempotent" in row and "compensated (undone)" in row
+    assert "refund" in row and "idempotent" in row and "undone by its compensation" in row
     email = ToolCall.objects.get(run=run, tool="email")
     row = re.search(rf'<tr data-call="{email.tool_call_id}">(.*?)</tr>', html, re.S).group(1)
     assert "irreversible" in row and "I handled it by hand" in row

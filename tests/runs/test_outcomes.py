@@ -122,7 +122,8 @@ def test_after_a_rollback_the_cancelled_write_is_redone_as_a_new_generation(engi
     first = ToolCall.objects.get(run=run, tool="reserve")
     assert first.status == "failed"
     start_b = Event.objects.filter(run=run, type="step.started", data__step="b").first().seq
-    ACTIONS["rollback"].execute(users["operator"], run, "try again", to_seq=start_b - 1, confirm="rollback")
+    ACTIONS["rollback"].execute(users["operator"], run, "try again", to_seq=start_b - 1,
+                                confirm="rollback", then="resume")
     first.refresh_from_db()
     assert first.status == "cancelled"
     assert drive(run) == "completed_with_exceptions"
@@ -227,7 +228,8 @@ def test_attempts_are_closed_with_the_calls_outcome(engine, users, dies_mid_call
     assert runs_recover_expired() == [run.pk]
     assert drive(run) == "unknown"
     assert ToolAttempt.objects.get(tool_call=call_row).status == "unknown"
-    ACTIONS["confirm_not_executed"].execute(users["operator"], run, "not in the outbox")
+    ACTIONS["confirm_not_executed"].execute(users["operator"], run, "not in the outbox",
+                                            confirm="again")
     assert ToolAttempt.objects.get(tool_call=call_row, attempt=1).status == \
         "confirmed_not_executed"
     assert drive(run) == "completed_with_exceptions"

@@ -55,7 +55,7 @@ def operator() -> User:
 def press(verb: str, run: Run, reason: str = "triage scenario") -> Run:
     """Press ``verb`` on ``run`` as the operator, then drive the run on."""
     run.refresh_from_db()
-    ACTIONS[verb].execute(operator(), run, reason)
+    ACTIONS[verb].execute(operator(), run, reason, confirm=ACTIONS[verb].confirm_word)
     drive(run)
     return run
 

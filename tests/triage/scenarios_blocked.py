@@ -43,8 +43,9 @@ def loop_with_nothing_done_restarts():
     return start("t-loop-zero", {"track": polls()})
 
 
-@scenario("blocked", "terminate", ("rollback", "retry", "skip"),
-          "skipping forgets the writes this step made (refund)", "roll back the 1")
+@scenario("blocked", "rollback_terminate", ("terminate", "retry", "skip"),
+          "skipping forgets the writes this step made (refund)",
+          "Roll back and terminate undoes the 1 reversible write(s)")
 def loop_after_a_refund_in_the_same_step():
     return start("t-loop-refund", {**reads("check"),
                                    "refund": [call("refund", order="A-1"), *polls()],
