@@ -52,7 +52,8 @@ def decide_approval(request: HttpRequest, body: DecisionIn,
     api_auth.viewer(request)  # the action checks the support/admin role itself
     approval = sel.approval_get(approval_id=approval_id)
     if approval is not None and body.decision != "reject":
-        confirmation_check(approval, body.confirm)
+        confirmation_check(approval, body.confirm,
+                           args=body.args if body.decision == "edit" else None)
     params = {"args": body.args} if body.decision == "edit" else {}
     APPROVAL_ACTIONS[_VERBS[body.decision]].execute(request.auth, approval, body.reason,
                                                     **params)

@@ -81,45 +81,53 @@ def args_amount(args: Any) -> str:
     return ""
 
 
-def approval_amount(approval: Any) -> str:
-    """Return the amount the proposed call moves, as its arguments spell it ("250"), or ""."""
-    return args_amount(approval.proposed_args)
+def approval_amount(approval: Any, args: Any = None) -> str:
+    """Return the amount the call will move ("250"), or "".
+
+    ``args`` are the arguments that will execute when they differ from the proposal (edit
+    and approve): the amount confirmed is always the one that will actually move.
+    """
+    return args_amount(approval.proposed_args if args is None else args)
 
 
-def approval_needs_confirmation(approval: Any) -> bool:
+def approval_needs_confirmation(approval: Any, args: Any = None) -> bool:
     """Return True for a high-risk approval: risk high/critical, an irreversible write, or a
-    write that moves money."""
+    write that moves money (as proposed or as edited)."""
     call = approval.tool_call
     if approval.risk in HIGH_RISKS:
         return True
     if call is None or call.effect != Effect.WRITE:
         return False
-    return call.reversibility == Reversibility.IRREVERSIBLE or bool(approval_amount(approval))
+    return (call.reversibility == Reversibility.IRREVERSIBLE or bool(approval_amount(approval))
+            or bool(approval_amount(approval, args)))
 
 
-def approval_typed(approval: Any) -> Typed | None:
-    """Return what confirms approving ``approval``, or None when it is not high-risk."""
-    if not approval_needs_confirmation(approval):
+def approval_typed(approval: Any, args: Any = None) -> Typed | None:
+    """Return what confirms approving ``approval`` (run with ``args`` when edited), or None
+    when it is not high-risk."""
+    if not approval_needs_confirmation(approval, args):
         return None
-    return Typed(CONFIRM_WORD, approval_amount(approval), subject=approval.tool,
+    return Typed(CONFIRM_WORD, approval_amount(approval, args), subject=approval.tool,
                  risk="is a high-risk call", undone="Nothing was decided.")
 
 
-def confirmation_prompt(approval: Any) -> str:
+def confirmation_prompt(approval: Any, args: Any = None) -> str:
     """Return what the operator must type: the amount when there is one, else the word."""
-    typed = approval_typed(approval) or Typed(CONFIRM_WORD, approval_amount(approval))
+    typed = approval_typed(approval, args) or Typed(CONFIRM_WORD, approval_amount(approval, args))
     return typed.prompt()
 
 
-def confirmation_error(approval: Any, typed: str) -> str:
-    """Return why ``typed`` does not confirm ``approval`` ("" when it does or none is needed)."""
-    rule = approval_typed(approval)
+def confirmation_error(approval: Any, typed: str, args: Any = None) -> str:
+    """Return why ``typed`` does not confirm ``approval`` run with ``args`` ("" when it does
+    or none is needed)."""
+    rule = approval_typed(approval, args)
     return rule.error(typed) if rule is not None else ""
 
 
-def confirmation_check(approval: Any, typed: str) -> None:
-    """Raise ConfirmationRequired (422) unless ``typed`` confirms ``approval``."""
-    rule = approval_typed(approval)
+def confirmation_check(approval: Any, typed: str, args: Any = None) -> None:
+    """Raise ConfirmationRequired (422) unless ``typed`` confirms ``approval`` run with
+    ``args`` (the edited arguments, when edited)."""
+    rule = approval_typed(approval, args)
     if rule is not None:
         rule.check(typed, approval=approval.pk)
 

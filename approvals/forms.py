@@ -72,24 +72,36 @@ class ToolLimitForm(forms.ModelForm):
         return data
 
 
+REASON_MAX = 2000
+
+
+def reason_error(form: forms.Form, purpose: str = "") -> str:
+    """Return what is wrong with ``form``'s reason: missing, or longer than the limit."""
+    if form.has_error("reason", "max_length"):
+        length = len(form.data.get("reason", "").strip())
+        return (f"The reason is {length:,} characters; the limit is {REASON_MAX:,}. "
+                "Shorten it and confirm again (nothing was done).")
+    return f"A reason is required{' ' + purpose if purpose else ''}."
+
+
 class ReasonForm(forms.Form):
     """A reason for an operator action; ``seen_seq`` detects changes made meanwhile."""
 
-    reason = forms.CharField(max_length=2000, strip=True)
+    reason = forms.CharField(max_length=REASON_MAX, strip=True)
     seen_seq = forms.IntegerField(required=False)
 
 
 class RejectForm(forms.Form):
     """Reject an approval: a reason is required and is shown to the agent."""
 
-    reason = forms.CharField(max_length=2000, strip=True)
+    reason = forms.CharField(max_length=REASON_MAX, strip=True)
 
 
 class EditArgsForm(forms.Form):
     """Approve with edited arguments: a JSON object."""
 
     args = forms.CharField(widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}))
-    reason = forms.CharField(max_length=2000, required=False, strip=True)
+    reason = forms.CharField(max_length=REASON_MAX, required=False, strip=True)
 
     def clean_args(self) -> dict[str, Any]:
         """Parse the arguments; they must be a JSON object."""

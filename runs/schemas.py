@@ -11,6 +11,7 @@ from pydantic import Strict, create_model
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from runs.selectors import run_exceptions
+from runs.stands import run_what_stands
 from runs.statuses import BlockReason, RunStatus
 
 Text200 = Field(min_length=1, max_length=200)
@@ -79,6 +80,41 @@ class RunExceptionOut(Schema):
     tool_call_id: str = ""
 
 
+class StandingEffectOut(Schema):
+    """One write of an ended run and where it stands in the world."""
+
+    tool: str
+    tool_call_id: str
+    key: str = Field(description="the call's idempotency key")
+    amount: str = Field(description='the money it moves, as its arguments spell it ("60 EUR")')
+    status: str
+    reversibility: str
+    outcome: Literal["stands", "compensated", "unconfirmed", "never_ran"]
+    step: str
+
+
+class NotDoneStepOut(Schema):
+    """A plan step an ended run did not do."""
+
+    key: str
+    title: str
+    status: str
+
+
+class WhatStandsOut(Schema):
+    """What an ended run (cancelled, failed, completed with exceptions) left in the world."""
+
+    status: RunStatus
+    ended_by: str
+    ended_at: dt.datetime | None
+    why: str
+    standing: list[StandingEffectOut] = Field(description="writes that still stand")
+    compensated: list[StandingEffectOut] = Field(description="writes undone by compensation")
+    unconfirmed: list[StandingEffectOut] = Field(
+        description="writes that may or may not have happened; nobody confirmed them")
+    not_done: list[NotDoneStepOut]
+
+
 class RunOut(RunSummaryOut):
     """A run with its whole projection: waits, attention, usage against budgets."""
 
@@ -109,10 +145,19 @@ class RunOut(RunSummaryOut):
     exceptions: list[RunExceptionOut] = Field(
         description="a completed_with_exceptions run's list; so far, for a live run")
 
+    what_stands: WhatStandsOut | None = Field(
+        description="an ended run's ending and what it left in the world; null while live "
+                    "or after a clean success")
+
     @staticmethod
     def resolve_exceptions(obj: Any) -> list[dict[str, Any]]:
         """Return the ended run's exceptions, or those it has gathered so far."""
         return run_exceptions(run=obj)
+
+    @staticmethod
+    def resolve_what_stands(obj: Any) -> dict[str, Any] | None:
+        """Return what stands after the run ended (the run page's panel says the same)."""
+        return run_what_stands(run=obj)
 
 
 class RunPageOut(Schema):

@@ -5,8 +5,12 @@ from typing import Any
 
 from django.db import transaction
 
+from agentops import clock
+from agentops.errors import AgentOpsError
 from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.exceptions import exceptions_resolve, run_exceptions_at_end
 from runs.engine.runtime.queue import run_enqueue
+from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.start import actor_name, run_start
 from runs.engine.runtime.transition import run_transition
 from runs.errors import IllegalTransition
@@ -38,10 +42,26 @@ def run_cancel(*, run: Run, actor: Any = None, reason: str = "",
         data["parent"] = str(parent.pk)
     with transaction.atomic():
         run_transition(run, RunStatus.CANCELLED, reason="cancelled", detail=reason[:500],
-                       actor=who, fields={"cancel_requested": True},
+                       actor=who, fields={"cancel_requested": True,
+                                          "exceptions": _exceptions_at_cancel(run, who, reason)},
                        events=[NewEvent(EventType.RUN_CANCELLED, data, actor=who)],
                        also=run_cancel_writes(run, reason))
         for child in Run.objects.filter(parent=run).exclude(status__in=list(TERMINAL)):
             run_cancel(run=child, actor=actor, parent=run,
                        reason=f"its parent run {run.pk} was cancelled: {reason}"[:500])
     return run
+
+
+def _exceptions_at_cancel(run: Run, who: str, reason: str) -> list[dict[str, Any]]:
+    """Return what the cancelled run carries: what it gathered so far, then the cancel itself.
+
+    A cancelled run keeps its exceptions (a compensated refund, a rollback, a call nobody
+    confirmed) on ``Run.exceptions``, as a run that completed with exceptions does.
+    """
+    try:
+        state = load_state(run.pk)
+    except (KeyError, TypeError, AgentOpsError):
+        state = {}  # a log this code cannot fold still cancels; the ledger still speaks
+    ended = {"kind": "cancelled", "by": who, "why": reason[:2000],
+             "when": clock.now().isoformat()}
+    return [*run_exceptions_at_end(run.pk, state), *exceptions_resolve(run.pk, [ended])]

@@ -41,7 +41,9 @@
     if (!el) { return false; }
     if (el.querySelector("input[name=run]:checked, [data-select-all]:checked, details.edit[open]")) { return true; }
     if (el.contains(document.activeElement) && typing(document.activeElement)) { return true; }
-    return Array.prototype.some.call(el.querySelectorAll("form[data-reject] input"), function (i) { return i.value; });
+    /* Only what a person typed counts: the forms' hidden CSRF inputs always have a value. */
+    return Array.prototype.some.call(el.querySelectorAll(
+      "form[data-reject] input[name=reason], form[data-approve] input[name=confirm]"), function (i) { return i.value; });
   }
   document.addEventListener("htmx:beforeRequest", function (e) {
     var el = e.detail.elt;
@@ -54,6 +56,7 @@
     if (target && target.id === "confirm-body") {
       var dialog = document.getElementById("confirm");
       if (!dialog.open) { dialog.showModal(); }
+      restoreReason();
       var first = target.querySelector("[data-autofocus]");
       if (first) { first.focus(); }
     }
@@ -67,9 +70,39 @@
     if (seenSeq !== null && seq !== seenSeq) { runChanged(); }
     seenSeq = seq;
   });
+  /* A typed reason is never lost to Esc: the first Esc asks, and a reason left behind comes
+     back when the same dialog opens again. */
   var confirmDialog = document.getElementById("confirm");
+  var keptReason = {action: "", text: ""};
+  function dialogReason() { return confirmDialog.querySelector("form[data-confirm-form] textarea[name=reason]"); }
   if (confirmDialog) {
-    confirmDialog.addEventListener("close", function () { document.getElementById("confirm-body").innerHTML = ""; });
+    confirmDialog.addEventListener("cancel", function (e) {
+      var reason = dialogReason();
+      if (!reason || !reason.value.trim() || confirmDialog.hasAttribute("data-asked")) { return; }
+      e.preventDefault();
+      confirmDialog.setAttribute("data-asked", "");
+      var note = document.createElement("p");
+      note.className = "msg small";
+      note.setAttribute("role", "alert");
+      note.setAttribute("data-esc-note", "");
+      note.textContent = "Close without acting? Press Esc again or Cancel. Your reason is kept for when you reopen this action.";
+      reason.closest("label").insertAdjacentElement("afterend", note);
+      reason.focus();
+    });
+    confirmDialog.addEventListener("close", function () {
+      var reason = dialogReason();
+      if (reason && reason.value.trim()) {
+        keptReason = {action: reason.form.getAttribute("action"), text: reason.value};
+      }
+      confirmDialog.removeAttribute("data-asked");
+      document.getElementById("confirm-body").innerHTML = "";
+    });
+  }
+  function restoreReason() {
+    var reason = dialogReason();
+    if (reason && !reason.value && keptReason.text && reason.form.getAttribute("action") === keptReason.action) {
+      reason.value = keptReason.text;
+    }
   }
   function runChanged() {
     var dialog = document.getElementById("confirm");
@@ -114,9 +147,14 @@
     if (!("WebSocket" in window) || attempt > 5) { return; }
     var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + path);
     var dot = document.getElementById("live-dot");
-    ws.onopen = function () { attempt = 0; if (dot) { dot.classList.add("on"); dot.title = "Live updates: connected"; } };
+    ws.onopen = function () {
+      attempt = 0;
+      if (dot) { dot.classList.add("on"); dot.title = "Live updates: connected"; }
+      liveOff(false);
+    };
     ws.onclose = function () {
       if (dot) { dot.classList.remove("on"); dot.title = "Live updates: polling"; }
+      liveOff(true);
       setTimeout(function () { connect(path, attempt + 1); }, 1000 * Math.pow(2, attempt));
     };
     ws.onmessage = function (msg) {
@@ -130,6 +168,17 @@
         showModelText(data);
       }
     };
+  }
+  /* Without live updates (no Redis, a proxy that drops websockets) say so in words, not only
+     with a grey dot: what a person sees may be up to one poll old. */
+  function liveOff(off) {
+    var banner = document.getElementById("live-off");
+    if (!banner) { return; }
+    var every = parseFloat(banner.getAttribute("data-poll-s") || "0");
+    banner.textContent = "Live updates are off: the server cannot push changes right now. " +
+      (every > 0 ? "This page checks for changes every " + every + " s instead."
+                 : "This page does not refresh by itself: reload it to see changes.");
+    banner.hidden = !off;
   }
   function showModelText(data) {
     var el = document.getElementById("model-stream");

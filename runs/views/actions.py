@@ -16,7 +16,7 @@ from approvals.actions import RUN_ACTIONS
 from approvals.actions.base import Action
 from approvals.actions.params import params_fields, params_from_form
 from approvals.confirmation import Typed
-from approvals.forms import ReasonForm
+from approvals.forms import ReasonForm, reason_error
 from approvals.roles import can_operate, can_see_results
 from ledger.artifacts import artifact_read
 from ledger.secrets import run_secrets
@@ -81,7 +81,10 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                "recommended": run.recommended_action == verb, "fields": fields,
                "ticks_name": next((x["f"].name for x in fields if x["f"].widget == "ticks"), ""),
                "points": points, "confirm_rule": _typed(action, run, chosen),
-               "seen_seq": run.last_seq, "errors": [], "form_data": {},
+               "seen_seq": run.last_seq, "errors": [],
+               # Picking another checkpoint re-renders the dialog: what was typed stays.
+               "form_data": {"reason": request.GET["reason"][:4000]}
+               if request.method == "GET" and request.GET.get("reason") else {},
                "stuck": is_stuck(run.status),
                "then_next": (request.POST if request.method == "POST" else request.GET
                              ).get("then") == "next",
@@ -141,7 +144,7 @@ def _perform(request: HttpRequest, detail: sel.RunDetail, action: Action,
         context["errors"].append(f"Check the extra fields: {exc.message}")
         params = {}
     if not form.is_valid():
-        context["errors"].append("A reason is required.")
+        context["errors"].append(reason_error(form))
     elif form.cleaned_data.get("seen_seq") not in (None, run.last_seq):
         # Someone acted (or the engine moved on) while this person read the page.
         note = sel.run_change_note(run=run, since_seq=form.cleaned_data["seen_seq"])

@@ -15,6 +15,7 @@ from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
 from runs.retry_times import next_attempts
+from runs.stands import run_what_stands
 from runs.statuses import RunStatus, is_stuck
 from runs.triage import run_next_stuck
 from runs.views._common import int_or_none, page, role_required
@@ -73,6 +74,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
     return {"d": detail, "run": run, "actions": actions_for(run, request.user),
             "advice": advice_for(run=run, user=request.user), "meters": budget_meters(run),
             "timeline": timeline(detail.steps), "exceptions": exceptions,
+            "stands": run_what_stands(run=run),
             "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
             "stuck": is_stuck(run.status),
             "breaker_until": sel.tool_breaker_closes_at(

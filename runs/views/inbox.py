@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from approvals.confirmation import (approval_needs_confirmation, confirmation_error,
                                     confirmation_prompt)
-from approvals.forms import EditArgsForm, RejectForm, args_diff
+from approvals.forms import EditArgsForm, RejectForm, args_diff, reason_error
 from approvals.roles import can_decide_approvals
 from approvals.selectors import approval_get, approval_list_decided, approval_list_pending
 from approvals.statuses import ApprovalStatus
@@ -68,22 +68,22 @@ def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpRe
 
 
 def _decision_params(request: HttpRequest, verb: str, approval) -> tuple[dict, str]:
-    if verb != "reject":
-        refused = confirmation_error(approval, request.POST.get("confirm", ""))
-        if refused:
-            return {}, refused
     if verb == "reject":
         form = RejectForm(request.POST)
         if not form.is_valid():
-            return {}, "A reason is required to reject (the agent sees it)."
+            return {}, reason_error(form, "to reject (the agent sees it)")
         return {"reason": form.cleaned_data["reason"]}, ""
+    params, args = {"reason": request.POST.get("reason", "").strip()[:2000]}, None
     if verb == "edit_args":
         form = EditArgsForm(request.POST)
         if not form.is_valid():
             return {}, "; ".join(e for errs in form.errors.values() for e in errs)
-        return {"args": form.cleaned_data["args"], "reason": form.cleaned_data["reason"],
-                "diff": args_diff(approval.proposed_args, form.cleaned_data["args"])}, ""
-    return {"reason": request.POST.get("reason", "").strip()[:2000]}, ""
+        args = form.cleaned_data["args"]
+        params = {"args": args, "reason": form.cleaned_data["reason"],
+                  "diff": args_diff(approval.proposed_args, args)}
+    # What is confirmed is what will run: an edited amount, never the proposed one.
+    refused = confirmation_error(approval, request.POST.get("confirm", ""), args=args)
+    return ({}, refused) if refused else (params, "")
 
 
 def _back(request: HttpRequest, *, error: str = "", status: int = 200,
@@ -104,8 +104,11 @@ def approval_diff(request: HttpRequest, approval_id: int) -> HttpResponse:
     """Validate edited arguments and show their diff against the proposal (no decision)."""
     approval = _pending(approval_id)
     form = EditArgsForm(request.POST)
-    diff = args_diff(approval.proposed_args, form.cleaned_data["args"]) \
-        if form.is_valid() else []
+    edited = form.cleaned_data["args"] if form.is_valid() else None
+    diff = args_diff(approval.proposed_args, edited) if edited is not None else []
+    confirm = confirmation_prompt(approval, edited) \
+        if edited is not None and approval_needs_confirmation(approval, edited) else ""
     return page(request, "approvals/inbox.html",
-                {"a": approval, "diff": diff, "diff_errors": form.errors.get("args", [])},
+                {"a": approval, "diff": diff, "diff_errors": form.errors.get("args", []),
+                 "confirm": confirm},
                 partial="diff", always_partial=True)

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from approvals.actions import BULK_ACTIONS
 from approvals.bulk import bulk_preview
+from approvals.forms import REASON_MAX
 from approvals.roles import can_operate
 from runs import selectors as sel
 from runs.list_filters import list_query_parse
@@ -78,6 +79,9 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
         errors.append("Choose an action.")
     if not context["bulk_reason"].strip():
         errors.append("A reason is required for a bulk action.")
+    elif len(context["bulk_reason"].strip()) > REASON_MAX:
+        errors.append(f"The reason is {len(context['bulk_reason'].strip()):,} characters; the "
+                      f"limit is {REASON_MAX:,}. Shorten it (nothing was done).")
     if not context["count"]:
         errors.append("No runs selected.")
     if errors:

@@ -77,3 +77,23 @@ def test_a_high_risk_approval_needs_its_amount_or_the_word(support):
     assert approval.status == "pending" and not Intervention.objects.exists()
     response = support.post_json(url, {"decision": "approve", "confirm": "250"})
     assert response.status_code == 200 and response.json()["status"] == "approved"
+
+
+def test_edit_confirms_the_edited_amount_not_the_proposed_one(support):
+    """Issue 31 item 5: the typed amount is the one that will execute."""
+    approval = _waiting_approval()
+    call = approval.tool_call
+    call.effect, call.args = "write", {"order": "A-2002", "amount": 320, "currency": "EUR"}
+    call.save(update_fields=["effect", "args"])
+    Approval.objects.filter(pk=approval.pk).update(proposed_args=call.args)
+    url = f"/api/approvals/{approval.pk}/decide"
+    edited = {"order": "A-2002", "amount": 160, "currency": "EUR"}
+    error = assert_error(support.post_json(url, {"decision": "edit", "args": edited,
+                                                 "confirm": "320"}), 422)
+    assert error["code"] == "confirmation_required" and "(160)" in error["message"]
+    # 160 passes the gate and reaches the action's own checks (the test tool is not deployed).
+    error = assert_error(support.post_json(url, {"decision": "edit", "args": edited,
+                                                 "confirm": "160"}), 422)
+    assert error["code"] != "confirmation_required"
+    approval.refresh_from_db()
+    assert approval.status == "pending"

@@ -91,3 +91,30 @@ def test_rejecting_and_low_risk_approvals_need_no_confirmation(users, refund):
     _post(users, refund, "reject", reason="not eligible")
     refund.refresh_from_db()
     assert refund.status == ApprovalStatus.REJECTED
+
+
+def test_edit_and_approve_confirms_the_amount_that_will_run(users, refund):
+    """Issue 31 item 5: a refund edited from 250 down to 100 is confirmed by typing 100."""
+    args = '{"order": "A-2002", "amount": 100, "currency": "EUR"}'
+    html = _post(users, refund, "edit_args", args=args, confirm="250").content.decode()
+    refund.refresh_from_db()
+    assert refund.status == ApprovalStatus.PENDING
+    assert "“250” does not confirm refund: type the amount (100)" in html
+    html = _post(users, refund, "edit_args", args=args, confirm="100").content.decode()
+    assert "high-risk call" not in html and "does not confirm" not in html
+    assert "not deployed here" in html
+
+
+def test_the_edit_preview_says_which_amount_to_type(users, refund):
+    html = client_for(users["support"]).post(
+        reverse("console:approval_diff", args=[refund.pk]),
+        {"args": '{"order": "A-2002", "amount": 100, "currency": "EUR"}'}).content.decode()
+    assert "Type 100 (the amount) or “approve” to approve" in html
+
+
+def test_a_reject_reason_over_the_limit_says_the_limit(users, refund):
+    html = _post(users, refund, "reject", reason="x" * 2001).content.decode()
+    refund.refresh_from_db()
+    assert refund.status == ApprovalStatus.PENDING
+    assert "The reason is 2,001 characters; the limit is 2,000." in html
+    assert "A reason is required" not in html

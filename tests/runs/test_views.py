@@ -212,6 +212,18 @@ def test_action_needs_a_reason(users):
     assert response.status_code == 422 and "A reason is required" in response.content.decode()
 
 
+def test_a_reason_over_the_limit_says_the_limit_and_keeps_the_text(users):
+    """Issue 31 item 7: 2,001 characters is not "no reason"; what was typed comes back."""
+    run = make_attention_run()
+    response = client_for(users["operator"]).post(
+        reverse("console:run_action", args=[run.pk, "retry"]), {"reason": "y" * 2001})
+    html = response.content.decode()
+    assert response.status_code == 422 and "A reason is required" not in html
+    assert "The reason is 2,001 characters; the limit is 2,000." in html
+    assert "y" * 2001 in html
+    assert Run.objects.get(pk=run.pk).status == RunStatus.BLOCKED
+
+
 def test_action_on_a_run_that_changed_meanwhile_asks_again(users):
     run = make_attention_run()
     response = client_for(users["operator"]).post(

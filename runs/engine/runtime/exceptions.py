@@ -22,7 +22,8 @@ _WHAT = {
     "rolled_back": "the run was rolled back",
     "confirmed_not_executed": "{tool_call_id} was confirmed as not executed",
     "unknown_call": "{tool} ({tool_call_id}) may or may not have happened; nobody confirmed it",
-    "finished_partial": "an operator finished the run with partial results",
+    "finished_partial": "an operator finished the run with partial results{not_done}",
+    "cancelled": "the run was cancelled",
 }
 
 
@@ -30,6 +31,9 @@ def exception_what(item: dict[str, Any]) -> str:
     """Return the one-line "what" of an exception item."""
     fields = {"step": "", "tool": "a call", "tool_call_id": "", **item}
     fields["for_"] = f" in step {item['step']}" if item.get("step") else ""
+    # The finish-partial report names every step left undone, not just that some were.
+    steps = item.get("steps") or []
+    fields["not_done"] = f"; not done: {', '.join(steps)}" if steps else "; every step was done"
     return _WHAT.get(item["kind"], item["kind"]).format(**fields)
 
 
