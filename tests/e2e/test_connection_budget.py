@@ -1,8 +1,10 @@
-"""A production-configured daphne holds at most its pool's sessions, whatever the burst.
+"""Each process holds at most its stated sessions (agentops.db_budget), whatever the load.
 
 Bursts of 40 concurrent ``GET /api/runs`` against a real ``daphne agentops.asgi:application``
-(AGENTOPS_DEBUG=0, PostgreSQL). A sampler counts the daphne process's sessions in
-pg_stat_activity (they are named ``host:pid``) every few milliseconds meanwhile.
+(AGENTOPS_DEBUG=0, PostgreSQL), and a real worker host with hundreds of runs in flight on a
+slow model server. A sampler counts the process's (or process group's) sessions in
+pg_stat_activity every few milliseconds meanwhile: sessions are named ``host:pid``, the lease
+keeper's ``agentops-lease-keeper-<pid>``.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,6 +28,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 
 CONCURRENCY, BURSTS = 40, 5
 WEB_MAX = 20  # the default AGENTOPS_WEB_DB_POOL_MAX
+# Idle, a 2-process host keeps each pool's minimum (2) and its keeper (1), plus its fixed 5.
+IDLE_WORKER_HOST = 2 * (2 + 1) + 5
+WORKER_RUNS, WORKER_DELAY_S = 300, 8.0  # each run calls the model twice (a tool step, an answer)
 
 
 def _db_url() -> str:
@@ -33,19 +38,21 @@ def _db_url() -> str:
 
 
 class SessionSampler:
-    """Count one process's PostgreSQL sessions every ``every_s`` on a thread; keep the peak."""
+    """Count some processes' PostgreSQL sessions every ``every_s`` on a thread; keep the peak."""
 
-    def __init__(self, pid: int, every_s: float = 0.02) -> None:
-        self.pid, self.every_s, self.peak = pid, every_s, 0
+    def __init__(self, pids: Callable[[], set[int]], every_s: float = 0.02) -> None:
+        self.pids, self.every_s, self.peak = pids, every_s, 0
         self._stop = threading.Event()
         self._conn = psycopg.connect(_db_url(), autocommit=True)
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def count(self) -> int:
-        """Return the process's sessions now."""
+        """Return the processes' sessions now."""
+        pids = self.pids()
+        names = [f"%:{pid}" for pid in pids] + [f"agentops-lease-keeper-{pid}" for pid in pids]
         return self._conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-            [f"%:{self.pid}"]).fetchone()[0]
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ANY(%s)",
+            [names]).fetchone()[0]
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -80,8 +87,8 @@ def daphne_server(log_dir: Path, **env: str) -> Iterator[tuple[subprocess.Popen,
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
          "agentops.asgi:application"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env=worker_env(AGENTOPS_DEBUG="0", SECRET_KEY="budget-test-" + "k" * 40,
-                       ALLOWED_HOSTS="127.0.0.1", AGENTOPS_SSL_REDIRECT="0", **env),
+        env=worker_env(**{"AGENTOPS_DEBUG": "0", "SECRET_KEY": "budget-test-" + "k" * 40,
+                          "ALLOWED_HOSTS": "127.0.0.1", "AGENTOPS_SSL_REDIRECT": "0", **env}),
         start_new_session=True)
     try:
         _wait_listening(port, proc)
@@ -139,7 +146,7 @@ def test_connection_budget_web_process_stays_within_its_pool(tmp_path):
         make_run(goal=f"listed {i}")
     key = api_key()
     with daphne_server(tmp_path, AGENTOPS_DB_POOL_IDLE_S="0.5") as (proc, base):
-        sampler = SessionSampler(proc.pid)
+        sampler = SessionSampler(lambda: {proc.pid})
         try:
             with sampler:
                 statuses = bursts(f"{base}/api/runs", key)
@@ -153,3 +160,50 @@ def test_connection_budget_web_process_stays_within_its_pool(tmp_path):
     assert set(statuses) == {200}
     assert 0 < sampler.peak <= WEB_MAX
     assert idle <= 2  # back to the pool's minimum once idle
+
+
+def test_connection_budget_worker_host_stays_within_its_pools(settings, tmp_path):
+    """A worker host (2 q2 processes) with RUNS runs in flight on a model that takes
+    DELAY_S a call holds at most ``worker_host_sessions_max()`` sessions, and shrinks back to
+    its pools' minimum once idle."""
+    from agentops.db_budget import worker_host_sessions_max
+    from bench.model_server import model_env, model_server_start
+    from runs.models import Run
+    from runs.services import run_start
+    from tests.e2e.test_density import _until_done, _warm_up
+    from tests.e2e.workers import Worker
+
+    import bench.agents  # noqa: F401  (registers bench-remote in this process too)
+
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    model, url = model_server_start(WORKER_DELAY_S, 1)
+    worker = Worker("budget", tmp_path, env={
+        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "2",
+        "AGENTOPS_TICK_SLICE_S": "60", "AGENTOPS_DB_POOL_IDLE_S": "0.5"})
+    worker.start()
+    sampler = SessionSampler(worker.pids, every_s=0.05)
+    try:
+        _warm_up()
+        with sampler:
+            ids = [run_start(agent="bench-remote", goal=f"budget {i}", input={}).pk
+                   for i in range(WORKER_RUNS)]
+            most = {"running": 0}
+
+            def running() -> None:
+                most["running"] = max(most["running"], Run.objects.filter(
+                    pk__in=ids, status="running").count())
+
+            _until_done(ids, within_s=240, each=running, pause_s=0.5)
+        idle = sampler.settle(at_most=IDLE_WORKER_HOST, within_s=30)
+    finally:
+        sampler.close()
+        worker.stop()
+        model.kill()
+        model.wait(5)
+    print(f"worker host: {WORKER_RUNS} runs, at most {most['running']} running at once, "
+          f"peak {sampler.peak} sessions (max {worker_host_sessions_max()}), idle {idle}")
+    statuses = set(Run.objects.filter(pk__in=ids).values_list("status", flat=True))
+    assert statuses == {"succeeded"}, (statuses, worker.log_path.read_text()[-3000:])
+    assert most["running"] >= 100, f"only {most['running']} runs were in flight at once"
+    assert 0 < sampler.peak <= worker_host_sessions_max()
+    assert idle <= IDLE_WORKER_HOST
