@@ -71,11 +71,6 @@ class SessionBudget:
     workers: int
     reserve: int
 
-    @property
-    def total(self) -> int:
-        """Return every process's maximum added up, with the reserve."""
-        return self.web + self.workers + self.reserve
-
 
 def session_budget() -> SessionBudget:
     """Return the configured hosts' maximum sessions (AGENTOPS_WEB_PROCESSES, _WORKER_HOSTS)."""
