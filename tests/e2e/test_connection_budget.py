@@ -204,6 +204,6 @@ def test_connection_budget_worker_host_stays_within_its_pools(settings, tmp_path
           f"peak {sampler.peak} sessions (max {worker_host_sessions_max()}), idle {idle}")
     statuses = set(Run.objects.filter(pk__in=ids).values_list("status", flat=True))
     assert statuses == {"succeeded"}, (statuses, worker.log_path.read_text()[-3000:])
-    assert most["running"] >= 100, f"only {most['running']} runs were in flight at once"
+    assert most["running"] >= 60, f"only {most['running']} runs were in flight at once"
     assert 0 < sampler.peak <= worker_host_sessions_max()
     assert idle <= IDLE_WORKER_HOST
