@@ -19,6 +19,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from agentops import clock
+from agentops.db_budget import session_budget, web_sessions_max, worker_host_sessions_max
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
 from runs.models import WorkerHeartbeat
@@ -218,6 +219,33 @@ def check_redis() -> Check:
     return Check("redis", True, "Redis answers.")
 
 
+def check_db_sessions() -> Check:
+    """Check the configured hosts' maximum sessions fit PostgreSQL's max_connections."""
+    conn = connections[DEFAULT_DB_ALIAS]
+    if conn.vendor != "postgresql":
+        return Check("db_sessions", True, f"The {conn.vendor} database has no session limit.")
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("SHOW max_connections")
+            limit = int(cursor.fetchone()[0])
+    except DatabaseError as exc:
+        return Check("db_sessions", False, f"Cannot read max_connections: {exc}")
+    budget = session_budget()
+    room, need = limit - budget.reserve, budget.web + budget.workers
+    if web_sessions_max() <= 0:
+        return Check("db_sessions", False, "AGENTOPS_WEB_DB_POOL_MAX=0: a web process's "
+                     "sessions are unbounded (one per request thread); set it above 0.")
+    sums = (f"{settings.AGENTOPS_WEB_PROCESSES} web process(es) x {web_sessions_max()} + "
+            f"{settings.AGENTOPS_WORKER_HOSTS} worker host(s) x {worker_host_sessions_max()} "
+            f"= {need} sessions; max_connections {limit} minus the reserve of "
+            f"{budget.reserve} leaves {room}")
+    if need > room:
+        return Check("db_sessions", False, f"{sums}: raise max_connections, or lower "
+                     "AGENTOPS_WEB_DB_POOL_MAX, AGENTOPS_DB_POOL_MAX or AGENTOPS_WORKERS "
+                     "(docs/deploy.md, \"Database sessions\").")
+    return Check("db_sessions", True, f"{sums}.")
+
+
 def check_artifact_storage() -> Check:
     """Check the artifact storage accepts a write and a delete."""
     probe = f"_doctor/{uuid.uuid4().hex}"
@@ -266,13 +294,14 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_https,
     check_database,
     check_migrations,
+    check_db_sessions,
     check_metrics_access,
     check_redis,
     check_artifact_storage,
     check_agents,
     check_worker_heartbeat,
 )
-_NEED_DATABASE = frozenset({check_migrations, check_worker_heartbeat})
+_NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat})
 
 
 def doctor_checks() -> list[Check]:

@@ -220,6 +220,14 @@ AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else
 # PostgreSQL connections per worker process shared by its run slots (psycopg pool); 0 = none.
 AGENTOPS_DB_POOL_MAX = _env_int("AGENTOPS_DB_POOL_MAX", 8)
 AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
+# Each pool closes one idle connection above its minimum per this many seconds.
+AGENTOPS_DB_POOL_IDLE_S = _env_float("AGENTOPS_DB_POOL_IDLE_S", 10.0)
+# A web (daphne) process's pool: its maximum sessions (agentops.db_budget); 0 = no pool.
+AGENTOPS_WEB_DB_POOL_MAX = _env_int("AGENTOPS_WEB_DB_POOL_MAX", 20)
+# What `agentops doctor` adds up against max_connections (docs/deploy.md "Sessions").
+AGENTOPS_WEB_PROCESSES = _env_int("AGENTOPS_WEB_PROCESSES", 1)
+AGENTOPS_WORKER_HOSTS = _env_int("AGENTOPS_WORKER_HOSTS", 1)
+AGENTOPS_DB_RESERVE = _env_int("AGENTOPS_DB_RESERVE", 10)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
 # A busy tick looks this often whether a recovered run waits for a worker; one that has
 # waited longer than the grace (an idle worker would have taken it) makes the tick yield.

@@ -1,21 +1,50 @@
 """Websocket consumers: pages hear committed run changes (who did what); run pages share presence."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import channel_layers
+from redis.exceptions import RedisError
 
 from approvals.roles import can_view
 from runs.live import QUEUE_GROUP, run_group
 
+log = logging.getLogger("agentops.live")
 _FORBIDDEN = 4403
+_LAYER_LOST = 1011  # an open websocket whose channel layer (Redis) went away
+_outage = {"down": False}  # one log line when Redis goes away, one when it answers again
 
 
 class QueueConsumer(AsyncJsonWebsocketConsumer):
     """Push run changes (``runs.live``) to the queue and inbox pages."""
 
     groups_joined: list[str]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Serve the websocket; when the channel layer (Redis) fails, refuse or close it.
+
+        A failure before ``accept`` refuses the upgrade (the server answers 403, the page
+        keeps polling); after it, the websocket closes with 1011. Either way the process's
+        layer is dropped, so the next websocket connects to Redis afresh, not through a
+        pooled connection that died with the old server.
+        """
+        async def send_noting_accept(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "websocket.accept" and _outage["down"]:
+                _outage["down"] = False
+                log.warning("Redis answers again: live updates are back")
+
+        try:
+            await super().__call__(scope, receive, send_noting_accept)
+        except (RedisError, OSError) as exc:
+            await _layer_lost(getattr(self, "channel_layer", None), exc)
+            with contextlib.suppress(Exception):  # the browser may have gone already
+                await send({"type": "websocket.close", "code": _LAYER_LOST})
 
     async def connect(self) -> None:
         """Accept signed-in viewers and join the queue group."""
@@ -93,6 +122,20 @@ class RunConsumer(QueueConsumer):
     async def _send_presence(self) -> None:
         others = sorted({u for u in self.viewers.values() if u != self.username})
         await self.send_json({"type": "presence", "users": others})
+
+
+async def _layer_lost(layer: Any, exc: BaseException) -> None:
+    """Drop this process's channel layer (and its pooled Redis connections); log the outage once."""
+    if not _outage["down"]:
+        _outage["down"] = True
+        log.warning("Redis does not answer (%s): live updates are off, websockets are refused "
+                    "until it answers again", exc)
+    if channel_layers.backends.get("default") is layer:
+        channel_layers.backends.pop("default", None)
+    close_pools = getattr(layer, "close_pools", None)
+    if close_pools is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(close_pools(), timeout=2)
 
 
 async def _may_view(user: Any) -> bool:

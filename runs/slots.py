@@ -118,6 +118,7 @@ def pool_enable() -> None:
     options["pool"] = {"min_size": min(2, settings.AGENTOPS_DB_POOL_MAX),
                        "max_size": settings.AGENTOPS_DB_POOL_MAX,
                        "timeout": settings.AGENTOPS_DB_POOL_TIMEOUT_S,
+                       "max_idle": settings.AGENTOPS_DB_POOL_IDLE_S,
                        "name": f"agentops-{worker_name()}"}
     db["CONN_MAX_AGE"] = 0  # Django requires it with a pool: close() returns to the pool
     db["CONN_HEALTH_CHECKS"] = False  # the pool discards broken connections on return

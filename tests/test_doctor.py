@@ -133,3 +133,16 @@ def test_missing_or_malformed_dedicated_keys_are_named(production):
         assert name in message
     production.AGENTOPS_SEAL_KEYS = ["not-a-fernet-key"]
     assert "not a Fernet key" in _by_name()["key_ring"].message
+
+
+@pytest.mark.postgres
+def test_connection_budget_doctor_says_when_the_hosts_exceed_max_connections(production):
+    fits = _by_name()["db_sessions"]
+    assert fits.ok, fits.message
+    assert "1 web process(es) x 20 + 1 worker host(s) x" in fits.message
+    production.AGENTOPS_WORKER_HOSTS = 200  # 200 x 23 sessions: more than any test server allows
+    over = _by_name()["db_sessions"]
+    assert not over.ok
+    assert "raise max_connections" in over.message and "minus the reserve of 10" in over.message
+    production.AGENTOPS_WORKER_HOSTS, production.AGENTOPS_WEB_DB_POOL_MAX = 1, 0
+    assert "unbounded" in _by_name()["db_sessions"].message

@@ -1,0 +1,80 @@
+"""How many PostgreSQL sessions each kind of AgentOps process may hold, and the web pool.
+
+A web process (daphne) runs Django's sync code on a new thread per request context, so
+persistent connections (``CONN_MAX_AGE``) were kept per thread and a burst of requests left
+one session per thread behind. ``web_pool_enable`` (called by ``agentops.asgi``) serves the
+whole process from one psycopg pool of at most ``AGENTOPS_WEB_DB_POOL_MAX`` connections: a
+request takes one at its first query and hands it back when it ends; a request that finds
+every connection busy waits for one (up to ``AGENTOPS_DB_POOL_TIMEOUT_S``). Idle connections
+above the pool's minimum are closed one per ``AGENTOPS_DB_POOL_IDLE_S``.
+
+``session_budget()`` states the maximum of every process kind (docs/deploy.md) and
+``agentops doctor`` compares their sum for the configured hosts with the server's
+``max_connections``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from runs.engine.runtime.queue import worker_name
+
+POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
+# A worker host's own sessions besides its q2 worker processes' pools: the cluster's
+# sentinel, pusher (ORM broker) and monitor, the sweeper thread and the `agentops worker`
+# main thread.
+WORKER_HOST_FIXED = 5
+KEEPER = 1  # the lease keeper process beside each q2 worker process (one direct connection)
+
+
+def web_pool_enable() -> None:
+    """Serve this ASGI process's database work from one bounded psycopg pool.
+
+    Called once by ``agentops.asgi`` before any request: daphne does not fork, so the pool
+    (with its threads) lives in the process that uses it. No-op off PostgreSQL or with
+    ``AGENTOPS_WEB_DB_POOL_MAX=0`` (then each request thread keeps its own connection).
+    """
+    db = connections[DEFAULT_DB_ALIAS].settings_dict
+    if db["ENGINE"] != "django.db.backends.postgresql" or web_sessions_max() <= 0:
+        return
+    options = db.setdefault("OPTIONS", {})
+    # Named at connect time, as a worker's pooled sessions are (runs.apps skips them).
+    options.setdefault("application_name", worker_name()[:63])
+    options["pool"] = {"min_size": min(POOL_MIN, web_sessions_max()),
+                       "max_size": web_sessions_max(),
+                       "timeout": settings.AGENTOPS_DB_POOL_TIMEOUT_S,
+                       "max_idle": settings.AGENTOPS_DB_POOL_IDLE_S,
+                       "name": f"agentops-web-{worker_name()}"}
+    db["CONN_MAX_AGE"] = 0  # Django requires it with a pool: close() hands back to the pool
+
+
+def web_sessions_max() -> int:
+    """Return the sessions one web process may hold (its pool's size)."""
+    return max(0, int(settings.AGENTOPS_WEB_DB_POOL_MAX))
+
+
+def worker_host_sessions_max() -> int:
+    """Return the sessions one worker host (``agentops worker``) may hold."""
+    pool = max(1, int(settings.AGENTOPS_DB_POOL_MAX))  # 0 = no pool: one per slot thread
+    if int(settings.AGENTOPS_DB_POOL_MAX) <= 0:
+        pool = max(1, int(settings.AGENTOPS_RUNS_IN_FLIGHT)) + 1
+    return int(settings.Q_CLUSTER["workers"]) * (pool + KEEPER) + WORKER_HOST_FIXED
+
+
+@dataclass(frozen=True)
+class SessionBudget:
+    """The sessions the configured hosts may hold together, against the server's limit."""
+
+    web: int
+    workers: int
+    reserve: int
+
+
+def session_budget() -> SessionBudget:
+    """Return the configured hosts' maximum sessions (AGENTOPS_WEB_PROCESSES, _WORKER_HOSTS)."""
+    return SessionBudget(
+        web=int(settings.AGENTOPS_WEB_PROCESSES) * web_sessions_max(),
+        workers=int(settings.AGENTOPS_WORKER_HOSTS) * worker_host_sessions_max(),
+        reserve=int(settings.AGENTOPS_DB_RESERVE))
