@@ -4,6 +4,7 @@ AGENTOPS_HUNG_THREADS_MAX such threads; afterwards the q2 process's thread count
 process's again, and no run was lost or repeated."""
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -34,8 +35,11 @@ def test_hung_thread_worker_process_is_replaced_and_no_run_is_lost_or_repeated(
     settings.AGENTOPS_LEASE_TTL_S = 3.0
     settings.AGENTOPS_SWEEP_INTERVAL_S = 0.5
     chaos_agents.world_create()
+    prom = tmp_path / "prom"  # the host's processes add their counters up here
+    prom.mkdir()
     host = Worker("hung-threads", tmp_path, AGENTOPS_WORKERS="1", AGENTOPS_TOOL_TIMEOUT_S="2",
-                  AGENTOPS_HUNG_THREADS_MAX="1", AGENTOPS_TICK_SLICE_S="3", LOG_LEVEL="INFO")
+                  AGENTOPS_HUNG_THREADS_MAX="1", AGENTOPS_TICK_SLICE_S="3", LOG_LEVEL="INFO",
+                  PROMETHEUS_MULTIPROC_DIR=str(prom))
     host.start()
     try:
         # A normal run first: the q2 process's threads at rest after slotted work.
@@ -67,6 +71,7 @@ def test_hung_thread_worker_process_is_replaced_and_no_run_is_lost_or_repeated(
     assert "reincarnated worker" in log, "the q2 sentinel started a new process"
     print(f"\nhung threads: q2 process threads at rest {normal}, after replacement {after}")
     assert after <= normal, (normal, after)
+    assert _replacements(prom) == 1.0
     rows = chaos_agents.world_rows()
     charged = [k for t, k, _ in rows if t == "charge"]
     assert len(charged) == len(set(charged)) == 7, rows  # every payment once, none lost
@@ -83,3 +88,18 @@ def _owner_pid_after(run_id) -> int:
               if d.get("to") == "running" and d.get("owner")]
     assert owners, "the run was never claimed"
     return int(owners[-1].rsplit(":", 1)[1])
+
+
+def _replacements(prom: Path) -> float:
+    """Return agentops_worker_replacements_total{reason="hung_threads"} across the host."""
+    import subprocess
+    import sys
+
+    show = ("import sys; from agentops.observability import metrics as m; "
+            "sys.stdout.write(m.metrics_exposition().decode())")
+    out = subprocess.run([sys.executable, "-c", show], check=True, timeout=60, text=True,
+                         capture_output=True,
+                         env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(prom)}).stdout
+    found = re.search(r'^agentops_worker_replacements_total\{reason="hung_threads"\} (\S+)$',
+                      out, re.M)
+    return float(found.group(1)) if found else 0.0
