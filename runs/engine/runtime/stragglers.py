@@ -74,10 +74,12 @@ def _last_attempt(call: ToolCall) -> int:
 
 def _verdict(call: ToolCall, why: str, ended: bool, cause: str) -> tuple[str, str, str]:
     """Return (status, error class, message) for a call whose holder is gone."""
-    if call.effect != "write" or (call.idempotent and not ended):
-        kind = "read" if call.effect != "write" else "keyed write (safe to repeat)"
+    if call.effect != "write":
         return (TC.CANCELLED if ended else TC.PENDING, ABANDONED,
-                f"{why}: this {kind} was abandoned in flight; nothing to undo")
+                f"{why}: this read was abandoned in flight; nothing to undo")
+    if call.idempotent and not ended:
+        return (TC.PENDING, ABANDONED, f"{why}: this keyed write was abandoned in flight; "
+                "its key makes running it again safe")
     if call.probeable:
         how = "it has a probe, but not-found means not-done only after its hard deadline"
     elif call.idempotent:
