@@ -81,6 +81,30 @@ def test_hung_thread_worker_process_is_replaced_and_no_run_is_lost_or_repeated(
     chaos_agents.world_drop()
 
 
+def test_hung_thread_a_slow_tool_that_heartbeats_is_not_hung(settings, tmp_path):
+    """A tool past its default timeout that calls ctx.heartbeat() keeps its lease and its
+    process: it is slow, not hung."""
+    import tests.chaos_agents  # noqa: F401  (registers chaos_beat in this process too)
+
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    settings.AGENTOPS_LEASE_TTL_S = 3.0
+    settings.AGENTOPS_SWEEP_INTERVAL_S = 0.5
+    host = Worker("beating", tmp_path, AGENTOPS_WORKERS="1", AGENTOPS_TOOL_TIMEOUT_S="2",
+                  AGENTOPS_HUNG_THREADS_MAX="1", LOG_LEVEL="INFO")
+    host.start()
+    try:
+        run_id = run_start(agent="chaos_beat", goal="slow", input={"seconds": 9}).pk
+        wait_until(lambda: Run.objects.get(pk=run_id).status == "succeeded", 90,
+                   "the slow run to finish")
+        pids = host.pids()
+    finally:
+        host.stop()
+    assert _owner_pid_after(run_id) in pids
+    assert not Event.objects.filter(run_id=run_id, type="run.recovered").exists()
+    log = host.log_path.read_text(errors="replace")
+    assert "hung tool threads" not in log and "reincarnated worker" not in log
+
+
 def _owner_pid_after(run_id) -> int:
     """Return the pid of the q2 process that claimed ``run_id`` last."""
     owners = [d["owner"] for d in Event.objects.filter(run_id=run_id, type="run.status")
