@@ -236,6 +236,9 @@ AGENTOPS_URGENT_GRACE_S = _env_float("AGENTOPS_URGENT_GRACE_S", 0.3)
 # A write tool without its own timeout gets this one: with the lease TTL it bounds how long
 # an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
 AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)
+# Tool threads stuck past their hard deadline a worker process may hold before it is
+# replaced (runs.hung_threads); 0 = never.
+AGENTOPS_HUNG_THREADS_MAX = _env_int("AGENTOPS_HUNG_THREADS_MAX", 2)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
 AGENTOPS_BACKOFF_BASE_S = _env_float("AGENTOPS_BACKOFF_BASE_S", 1.0)

@@ -20,7 +20,9 @@ Everything exported is scrubbed of the run's secrets first.
 Import validates everything before it writes: the directory and each file (no symbolic
 links, regular files under the size cap), the signature, checksums, schema versions, that
 the agent version is registered here with the same tools and effect classes, and that
-context.json is what this installation builds from state.json. It then creates a queued
+context.json is what this installation builds from state.json, and that every value can be
+stored here (no NUL byte, integers within their columns, each field of its type:
+``runs.checkpoint_values``; the refusal names the field). It then creates a queued
 run whose log is a ``run.created`` and a ``run.imported`` event carrying the state (so
 replay needs no file), closes calls that were open (their ledger rows stay with the source
 installation) and writes a snapshot. Its first tick runs the post-restore self-check.
@@ -47,6 +49,7 @@ from agentops.jsonstate import canonical_json, check_json
 from ledger.secrets import run_secrets
 from runs import checkpoint_trust as trust
 from runs.checkpoint_trust import CheckpointRejected
+from runs.checkpoint_values import checkpoint_values_check
 from runs.engine.core.context import context_build
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.queue import run_enqueue
@@ -89,6 +92,7 @@ def checkpoint_import(*, directory: str | os.PathLike, actor: Any = None) -> Run
     meta, parts = checkpoint_read(Path(directory))
     try:
         state = parts["state.json"]
+        checkpoint_values_check(meta, state, BUDGET_FIELDS)
         agent = _agent(meta["agent"], meta["agent_version"])
         _check_env(agent, parts["env.json"])
         context = context_build(state, agent)

@@ -7,9 +7,10 @@ from typing import Any
 from agentops import clock
 from approvals.statuses import ApprovalStatus
 from approvals.transition import approvals_close_pending
-from ledger.models import ToolAttempt, ToolCall
+from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as TC
+from runs.engine.runtime.stragglers import stragglers_close
 from runs.models import Run
 
 # Calls that have not run and now never will.
@@ -30,13 +31,10 @@ def _approvals_stale(run: Run, reason: str) -> None:
 
 def _calls_close(run: Run) -> None:
     now = clock.now()
-    for call in ToolCall.objects.filter(run=run, status__in=[*_NEVER_RUN, TC.RUNNING]):
-        if call.status != TC.RUNNING:
-            toolcall_update(call, TC.CANCELLED, finished_at=now, not_before=None)()
-            continue
-        # A call in flight may have happened: say so. If its worker is alive, its late
-        # result (runs.engine.runtime.parking) overwrites this with what really happened.
-        toolcall_update(call, TC.UNKNOWN, error_class="cancelled_in_flight",
-                        error="the run was cancelled while this call was in flight")()
-        ToolAttempt.objects.filter(tool_call=call, status=TC.RUNNING).update(
-            status=TC.UNKNOWN, finished_at=now, error_class="cancelled_in_flight")
+    for call in ToolCall.objects.filter(run=run, status__in=_NEVER_RUN):
+        toolcall_update(call, TC.CANCELLED, finished_at=now, not_before=None)()
+    # A call in flight: a read is abandoned, a write may have happened (unknown). If its
+    # worker is alive, its late result (runs.engine.runtime.parking) overwrites this with
+    # what really happened.
+    stragglers_close(run, why="the run was cancelled while this call was in flight",
+                     ended=True, cause="cancelled_in_flight")

@@ -86,6 +86,11 @@ def slots_free() -> bool:
             and _state["in_flight"] < runs_in_flight_limit())
 
 
+def drain() -> None:
+    """Make every slot end its slice at its next unit, as when the process stops."""
+    _draining.set()
+
+
 def draining() -> bool:
     """Return True once this process is stopping: slots end their slices now."""
     return _draining.is_set()

@@ -2,7 +2,8 @@
 
 One sweep re-queues runs whose lease expired (a dead worker), wakes due timers, applies
 approval expiry policies, wakes runs whose signal or children arrived, times out waits past
-their deadline, and stamps this process's heartbeat row. Every piece locks the run row it
+their deadline, closes the calls stopped runs left running (stragglers), and stamps this
+process's heartbeat row. Every piece locks the run row it
 changes (``skip_locked``) and re-checks it, so two sweepers never move a run twice.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from runs.engine.runtime.recovery import (
     runs_recover_expired,
     runs_requeue_stale,
 )
+from runs.engine.runtime.stragglers import stragglers_sweep
 from runs.engine.runtime.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
 
@@ -42,6 +44,7 @@ class SweepReport:
     signals: list[Any] = field(default_factory=list)
     children: list[Any] = field(default_factory=list)
     timeouts: list[Any] = field(default_factory=list)
+    stragglers: list[Any] = field(default_factory=list)
 
     def total(self) -> int:
         """Return how many things the sweep moved."""
@@ -54,7 +57,8 @@ class SweepReport:
 
 _PARTS = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
-          ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out))
+          ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out),
+          ("stragglers", stragglers_sweep))
 
 
 def sweep_once(*, name: str | None = None) -> SweepReport:

@@ -1,9 +1,12 @@
 """django-q2 entry points: take a run id, call the engine, re-enqueue when the slice ended."""
 from __future__ import annotations
 
+import time
+
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.queue import enqueue_tick, worker_name
 from runs.engine.runtime.transition import run_urgent_waiting
+from runs.hung_threads import hung_guard_install, hung_replacing
 from runs.slots import slot_submit, slot_wait_free
 
 
@@ -14,6 +17,12 @@ def tick(run_id: str) -> str:
     takes no further tick from q2, so the next one goes to a process or host that can start
     it now. With one run in flight (SQLite's default) the tick runs here, in the q2 task.
     """
+    hung_guard_install()
+    if hung_replacing():
+        # This process is being replaced (hung tool threads): the run goes to another.
+        time.sleep(0.2)  # not straight back to this process's own q2 fetch
+        enqueue_tick(run_id)
+        return "handed_back"
     if slot_submit(run_id, tick_run):
         slot_wait_free()
         return "in_slot"

@@ -124,7 +124,17 @@ def hang(ctx, marker: str) -> ToolResult:
     return ToolResult(facts={"marker": marker}, summary="answered")
 
 
-TOOLS = [inspect, charge, ship, email, refund, hang]
+@tool(effect="read")
+def beat_slowly(ctx, seconds: float) -> ToolResult:
+    """Take ``seconds`` (past the default timeout), calling ctx.heartbeat() twice a second."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        ctx.heartbeat()
+        time.sleep(0.5)
+    return ToolResult(facts={"took": seconds}, summary="slow but alive")
+
+
+TOOLS = [inspect, charge, ship, email, refund, hang, beat_slowly]
 
 
 def _order(tool_name: str, **extra: str):
@@ -139,6 +149,8 @@ SCRIPTS = {
                                 say("sent")]},
     "chaos_approval": {"refund": [_order("refund"), say("refund handled")]},
     "chaos_hang": {"wait": [lambda sc: call("hang", marker=sc.input["marker"]), say("ok")]},
+    "chaos_beat": {"wait": [lambda sc: call("beat_slowly", seconds=sc.input["seconds"]),
+                            say("ok")]},
     "chaos_mixed": {"look": [call("inspect", item="x"), say("ok")],
                     "pay": [_order("charge"), say("paid")],
                     "ship": [_order("ship"), say("shipped")],

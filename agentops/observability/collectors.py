@@ -14,6 +14,7 @@ from prometheus_client.metrics_core import Metric
 from agentops import clock
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
+from runs.engine.runtime.selfcheck import attempts_running_unleased
 from runs.models import Run, WorkerHeartbeat
 from runs.statuses import RunStatus
 
@@ -62,6 +63,7 @@ class DatabaseCollector:
         yield from self._queue(now)
         yield from self._approvals(now)
         yield self._workers(now)
+        yield self._stragglers()
 
     def _runs(self) -> Metric:
         family = GaugeMetricFamily(
@@ -92,6 +94,19 @@ class DatabaseCollector:
             age=("agentops_approvals_oldest_age_seconds",
                  "Age in seconds of the oldest pending approval (0 when none)."),
         )
+
+    def _stragglers(self) -> Metric:
+        family = GaugeMetricFamily(
+            "agentops_attempts_running_without_lease",
+            "Tool-call attempts running while their run holds no live lease, by run status. "
+            "A recovered, queued run counts until its next tick reconciles the call; any other "
+            "status is a straggler nobody will close (should be 0).",
+            labels=["run_status"],
+        )
+        counts = attempts_running_unleased()
+        for status in RunStatus.values:
+            family.add_metric([status], counts.get(status, 0))
+        return family
 
     def _workers(self, now: dt.datetime) -> Metric:
         since = now - dt.timedelta(seconds=heartbeat_max_age_s())

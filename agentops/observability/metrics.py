@@ -67,6 +67,12 @@ RECOVERIES = Counter(
     "Runs resumed from a checkpoint after their worker died or lost the lease.",
     registry=REGISTRY,
 )
+WORKER_REPLACEMENTS = Counter(
+    "agentops_worker_replacements",
+    "Worker processes that exited to be replaced by their q2 cluster, by reason (hung_threads).",
+    ["reason"],
+    registry=REGISTRY,
+)
 LEASE_LOST = Counter(
     "agentops_lease_lost",
     "Ticks that stopped because another worker took the run's lease.",
@@ -134,6 +140,11 @@ def count_retry(kind: str) -> None:
 def count_recovery() -> None:
     """Count one run resumed after a dead worker or an expired lease."""
     RECOVERIES.inc()
+
+
+def count_worker_replacement(reason: str) -> None:
+    """Count a worker process leaving to be replaced (runs.hung_threads)."""
+    _child(WORKER_REPLACEMENTS, reason).inc()
 
 
 def count_lease_lost() -> None:

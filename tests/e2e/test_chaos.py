@@ -23,6 +23,7 @@ from django.utils import timezone
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
+from runs.engine.runtime.selfcheck import attempts_running_unleased
 from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
 from runs.statuses import ATTENTION, TERMINAL
@@ -95,6 +96,8 @@ def test_runs_survive_killed_workers(world, workers):
              if r.status not in TERMINAL | ATTENTION]
     assert not stuck, f"runs neither terminal nor needing a person: {stuck}"
     _assert_effects(world.world_rows())
+    # Issue 39 item 4: no straggler, no attempt running without a live lease (the /metrics gauge).
+    assert attempts_running_unleased() == {}, "attempts running with nobody holding them"
     for run_id in ids:
         assert replay_state(run_id) == load_state(run_id), f"run {run_id} does not replay"
     latencies = _latencies(kills)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from ledger.models import ToolAttempt, ToolCall
+from runs.engine.runtime.selfcheck import attempts_running_unleased
 from runs.models import Event, Run
 from runs.statuses import ATTENTION, TERMINAL
 from tests.e2e.workers import wait_until
@@ -106,6 +107,8 @@ def test_a_paused_lease_holder_never_repeats_an_effect(hosts):
         run, paused_at = _pause_scenario(hosts, agent, tool, n)
         calls = list(ToolCall.objects.filter(run=run))
         assert run.status == expected, (agent, run.status, run.attention_detail)
+        # Issue 39 item 4: nothing left running with nobody holding it (the /metrics gauge).
+        assert attempts_running_unleased() == {}, agent
         keys = {c.idempotency_key for c in calls}
         effects = [k for t, k, _ in chaos_agents.world_rows() if k in keys]
         assert len(effects) == len(set(effects)), f"{agent}: an effect happened twice"

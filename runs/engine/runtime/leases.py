@@ -36,6 +36,7 @@ from agentops import clock
 from agentops.tools import CancelToken
 from runs.engine.runtime.keeper import (keeper_call, keeper_done, keeper_hold, keeper_release,
                                         keeper_unwatch, keeper_watch)
+from runs.hung_threads import hung_alive, hung_unwatch, hung_watch
 from runs.live import live_flush
 from runs.engine.runtime.unit_sql import unit_settled
 from runs.models import Run
@@ -71,6 +72,8 @@ def heartbeat_for(run: Run, owner: str, tokens: Sequence[CancelToken]) -> Callab
         if not ok:
             for token in tokens:
                 token.cancel()
+        else:
+            hung_alive(run.pk)  # a call that beats is slow, not hung
         return ok
 
     return beat
@@ -223,9 +226,12 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
             run=run, owner=owner, tokens=tokens, interval=interval,
             due=clock.monotonic() + interval,
             deadline=None if within_s is None else clock.monotonic() + within_s + grace))
+    # A thread still inside past the hard deadline is hung: too many replace the process.
+    hung_key = hung_watch(run.pk, within_s) if within_s is not None else ""
     try:
         yield beat
     finally:
+        hung_unwatch(hung_key)
         try:
             # Take a connection back while the lease is still kept: on a busy host the wait
             # for one from the pool can outlast what is left of the lease.

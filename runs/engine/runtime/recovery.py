@@ -13,6 +13,7 @@ from runs.engine.runtime.attention import attention_fields, block_reason
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.stragglers import stragglers_close
 from runs.engine.runtime.transition import run_transition
 from runs.errors import IllegalTransition, UnknownSchemaVersion
 from runs.event_types import EventType
@@ -85,6 +86,9 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
                           f"last owner {run.lease_owner}")
                 fields = attention_fields(run=run, category="recovery_limit", detail=detail,
                                           state=_state_or_empty(run))
+                # Nobody holds it now: what its lost workers left in flight is closed.
+                stragglers_close(run, why=f"the run was blocked ({detail})", ended=False,
+                                 cause="worker_lost")
                 run_transition(run, RunStatus.BLOCKED, reason=block_reason("recovery_limit"),
                                detail=detail, events=[event],
                                fields={**fields, "recoveries": count},

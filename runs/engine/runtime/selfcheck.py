@@ -7,7 +7,8 @@ migrated to another agent version (``run.migrated``) or imported from checkpoint
 - the goal is present and the one the run was created with;
 - the completed steps agree with the event log, and every call the state holds as succeeded
   has its ledger row, succeeded, with the same facts;
-- every open ledger row (pending, running, awaiting approval) is one the state lists as open;
+- every open ledger row (pending, running, awaiting approval) is one the state lists as open,
+  and no attempt is running while its call is not (a straggler: nobody will close it);
 - the plan's preconditions hold: inputs of the run and of unfinished steps still exist
   (``"file:<path>"``, ``"artifact:<sha256>"`` and ``"fact:<tool_call_id>"`` references), every
   artifact the run's calls refer to verifies by checksum, no pending approval has expired.
@@ -21,12 +22,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from django.db.models import Count, Q
+
 from agentops import clock
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
 from ledger.artifacts import artifact_verify
 from ledger.errors import ArtifactCorrupted, ArtifactMissing
-from ledger.models import ToolCall
+from ledger.models import ToolAttempt, ToolCall
 from ledger.statuses import DONE_OK, OPEN, ToolCallStatus
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.outcomes import block
@@ -34,6 +37,7 @@ from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import replay_state
 from runs.event_types import EventType
 from runs.models import Event, Run
+from runs.statuses import RunStatus
 
 RESTORE_EVENTS = ("run.recovered", "run.forked", "run.migrated", "run.imported")
 _OK_RESULTS = ("succeeded", "confirmed_executed")
@@ -57,6 +61,7 @@ def session_checked(session: RunSession, *, migrated: bool = False) -> RunSessio
 def self_check(*, run: Run, state: dict[str, Any]) -> list[str]:
     """Return what is wrong with ``state`` restored for ``run`` (empty when all holds)."""
     return [*_goal(run, state), *_steps(run, state), *_ledger(state), *_open_rows(run, state),
+            *_stray_attempts(run),
             *_inputs(state), *_artifacts(run, state), *_approvals(run)]
 
 
@@ -121,6 +126,28 @@ def _open_rows(run: Run, state: dict[str, Any]) -> list[str]:
     return [f"ledger row {r.tool_call_id} ({r.tool}) is {r.status} but the run does not list "
             "it as open: it was never reconciled"
             for r in rows if r.tool_call_id not in state["open_calls"]]
+
+
+def _stray_attempts(run: Run) -> list[str]:
+    rows = (ToolAttempt.objects.filter(tool_call__run_id=run.pk, status=ToolCallStatus.RUNNING)
+            .exclude(tool_call__status=ToolCallStatus.RUNNING).select_related("tool_call"))
+    return [f"attempt #{a.attempt} of {a.tool_call.tool_call_id} ({a.tool_call.tool}) is "
+            f"running but its call is {a.tool_call.status}: nobody will close it" for a in rows]
+
+
+def attempts_running_unleased() -> dict[str, int]:
+    """Return how many attempts are running with no live lease on their run, by run status.
+
+    The installation-wide form of the invariant "no attempt running without a live lease"
+    (``/metrics``). A recovered run waiting in the queue counts until its next tick
+    reconciles the call (seconds); a stopped run's attempt never should (runs.engine.runtime
+    .stragglers closes them).
+    """
+    live = Q(tool_call__run__status=RunStatus.RUNNING,
+             tool_call__run__lease_expires_at__gte=clock.now())
+    rows = (ToolAttempt.objects.filter(status=ToolCallStatus.RUNNING).exclude(live).order_by()
+            .values("tool_call__run__status").annotate(n=Count("id")))
+    return {r["tool_call__run__status"]: r["n"] for r in rows}
 
 
 def _inputs(state: dict[str, Any]) -> list[str]:
