@@ -13,7 +13,7 @@ from approvals.users import user_create
 from ledger.services.rotation import sealed_rotate
 from runs.checkpoints import checkpoint_export, checkpoint_import
 from runs.cli.follow import exceptions_text, run_follow
-from runs.cli.worker import worker_serve
+from runs.cli.worker import AgentModulesBroken, worker_serve
 from runs.models import Run
 from runs.services import run_start
 from runs.sweeper import sweep_once
@@ -74,7 +74,10 @@ class Command(BaseCommand):
         commands[sub](**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
-        worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+        try:
+            worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+        except AgentModulesBroken as exc:
+            raise CommandError(f"the worker did not start: {exc}") from None
 
     def _sweep(self, **_) -> None:
         self.stdout.write(f"swept: {sweep_once().line()}")
