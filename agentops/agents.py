@@ -246,8 +246,9 @@ class Registry:
         version = version or self._latest.get(name)
         agent = self._agents.get((name, version or ""))
         if agent is None:
+            broken = {"broken_modules": dict(self._broken)} if self._broken else {}
             raise UnknownAgent(self._unknown_message(name, version), agent=name,
-                               version=version, broken_modules=dict(self._broken))
+                               version=version, **broken)
         return agent
 
     def _unknown_message(self, name: str, version: str | None) -> str:
