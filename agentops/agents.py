@@ -190,6 +190,7 @@ class Registry:
         self._origins: dict[tuple[str, str], str] = {}  # the module that registered each
         # Agent modules that failed to import, with the error: their runs block naming it.
         self._broken: dict[str, str] = {}
+        self._configured: set[tuple[str, str]] = set()  # registered by AGENTOPS_AGENTS
         self._migrators: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._loaded = False
         # Re-entrant: an agent module may call the registry while it is being imported.
@@ -215,6 +216,8 @@ class Registry:
                 "give the new definition another version (or another name)")
         self._agents[key] = agent
         self._origins[key] = origin
+        if self._loading:
+            self._configured.add(key)
         self._latest[agent.name] = agent.version
         return agent
 
@@ -264,6 +267,14 @@ class Registry:
         for module, error in self._broken.items():
             text += f"; agent module {module} failed to import: {error}"
         return text
+
+    def configured(self) -> list[Agent]:
+        """Return the agents the AGENTOPS_AGENTS modules registered, by name and version."""
+        self._load()
+        # Registered while the modules loaded, or by one of them imported earlier (doctor).
+        modules = set(settings.AGENTOPS_AGENTS)
+        return [a for k, a in sorted(self._agents.items())
+                if k in self._configured or self._origins.get(k) in modules]
 
     def broken_modules(self) -> dict[str, str]:
         """Return the configured agent modules that failed to import, with their error."""

@@ -46,3 +46,26 @@ registry.register(Agent(
     tools=[lookup, place_order], plan=[StepSpec("order")],
     model=lambda: ScriptedModel({"order": [call("place_ordr", item="bolts", quantity=3),
                                            say("I could not place the order.")]})))
+
+
+@tool(effect="write", approval="always")
+def refund(ctx, order: str) -> ToolResult:
+    """Refund an order (a person approves first)."""
+    return ToolResult(facts={"refunded": order}, summary="refunded")
+
+
+@tool(effect="write")
+def place_order_raw(ctx, item: str) -> ToolResult:
+    """Place an order through the supplier's API (no key, no probe)."""
+    raise TimeoutError("supplier API timed out after the order was sent")
+
+
+registry.register(Agent(
+    name="author_approval", version="1", system_prompt="Refund it.", tools=[refund],
+    plan=[StepSpec("refund")],
+    model=lambda: ScriptedModel({"refund": [call("refund", order="o-1"), say("done")]})))
+registry.register(Agent(
+    name="author_unknown", version="1", system_prompt="Order it.", tools=[place_order_raw],
+    plan=[StepSpec("order")],
+    model=lambda: ScriptedModel({"order": [call("place_order_raw", item="bolts"),
+                                           say("done")]})))

@@ -21,9 +21,9 @@ from tests.engine_agents import TOOLS, world
 pytestmark = pytest.mark.django_db
 
 
-def _agent(name, replies, step=StepSpec("pay"), **kw):
+def _agent(name, replies, step=None, **kw):
     return registry.register(Agent(name=name, version="1", system_prompt="t", tools=TOOLS,
-                                   plan=[step], model=lambda: ScriptedModel({"pay": replies}),
+                                   plan=[step or StepSpec("pay")], model=lambda: ScriptedModel({"pay": replies}),
                                    **kw))
 
 
