@@ -23,9 +23,14 @@ def _up(worker: Worker, timeout_s: float = 60.0) -> None:
                and len(worker.pids()) >= 3, timeout_s, "the worker to start")
 
 
-def test_worker_with_broken_agent_module_exits_naming_it_config_error(tmp_path):
-    worker = Worker("broken", tmp_path,
-                    AGENTOPS_AGENTS="tests.author_agents,tests.broken_agents")
+@pytest.mark.parametrize(("module", "error"), [
+    ("tests.broken_agents", "No module named 'agentops_missing_supplier_sdk'"),
+    ("tests.author_twin_agents", "agent author_good@1 is registered twice with different "
+                                 "definitions: first in tests.author_agents, then in "
+                                 "tests.author_twin_agents"),
+], ids=["config_error", "registered_twice"])
+def test_worker_with_broken_agent_module_exits_naming_it(tmp_path, module, error):
+    worker = Worker("broken", tmp_path, AGENTOPS_AGENTS=f"tests.author_agents,{module}")
     worker.start()
     try:
         code = worker.proc.wait(timeout=60)
@@ -36,8 +41,8 @@ def test_worker_with_broken_agent_module_exits_naming_it_config_error(tmp_path):
     log = worker.log_path.read_text(errors="replace")
     assert code != 0
     assert "worker up" not in log
-    assert "agent module tests.broken_agents failed to import" in log
-    assert "No module named 'agentops_missing_supplier_sdk'" in log
+    assert f"agent module {module} failed to import" in log
+    assert error in log
     assert "Traceback" not in log
 
 
