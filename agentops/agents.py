@@ -5,7 +5,9 @@ the (name, version) it started with.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -185,6 +187,10 @@ class Registry:
     def __init__(self) -> None:
         self._agents: dict[tuple[str, str], Agent] = {}
         self._latest: dict[str, str] = {}
+        self._origins: dict[tuple[str, str], str] = {}  # the module that registered each
+        # Agent modules that failed to import, with the error: their runs block naming it.
+        self._broken: dict[str, str] = {}
+        self._configured: set[tuple[str, str]] = set()  # registered by AGENTOPS_AGENTS
         self._migrators: dict[tuple[str, str], tuple[str, Callable[..., Any]]] = {}
         self._loaded = False
         # Re-entrant: an agent module may call the registry while it is being imported.
@@ -192,8 +198,26 @@ class Registry:
         self._loading = False
 
     def register(self, agent: Agent) -> Agent:
-        """Add ``agent``; the last registered version of a name becomes its default."""
-        self._agents[(agent.name, agent.version)] = agent
+        """Add ``agent``; the last registered version of a name becomes its default.
+
+        Raises:
+            ValueError: the same name and version is already registered with a different
+                definition by another module (or by an agent module being loaded): one of
+                them would silently replace the other.
+        """
+        key = (agent.name, agent.version)
+        origin = sys._getframe(1).f_globals.get("__name__", "?")
+        first = self._agents.get(key)
+        if first is not None and _definition(first) != _definition(agent) and (
+                self._origins.get(key) != origin or self._loading):
+            raise ValueError(
+                f"agent {agent.name}@{agent.version} is registered twice with different "
+                f"definitions: first in {self._origins.get(key, '?')}, then in {origin}; "
+                "give the new definition another version (or another name)")
+        self._agents[key] = agent
+        self._origins[key] = origin
+        if self._loading:
+            self._configured.add(key)
         self._latest[agent.name] = agent.version
         return agent
 
@@ -225,13 +249,37 @@ class Registry:
         version = version or self._latest.get(name)
         agent = self._agents.get((name, version or ""))
         if agent is None:
-            known = sorted(f"{n}@{v}" for n, v in self._agents)
-            raise UnknownAgent(
-                f"no agent {name}@{version or '?'} is registered (known: {', '.join(known)})",
-                agent=name,
-                version=version,
-            )
+            broken = {"broken_modules": dict(self._broken)} if self._broken else {}
+            raise UnknownAgent(self._unknown_message(name, version), agent=name,
+                               version=version, **broken)
         return agent
+
+    def _unknown_message(self, name: str, version: str | None) -> str:
+        known = sorted(f"{n}@{v}" for n, v in self._agents)
+        if version:
+            text = f"no agent {name}@{version} is registered"
+        else:
+            text = f"no agent named {name} is registered"
+            close = difflib.get_close_matches(name, list(self._latest), n=1)
+            if close:
+                text += f" (did you mean {close[0]}?)"
+        text += f"; known: {', '.join(known) or 'none'}"
+        for module, error in self._broken.items():
+            text += f"; agent module {module} failed to import: {error}"
+        return text
+
+    def configured(self) -> list[Agent]:
+        """Return the agents the AGENTOPS_AGENTS modules registered, by name and version."""
+        self._load()
+        # Registered while the modules loaded, or by one of them imported earlier (doctor).
+        modules = set(settings.AGENTOPS_AGENTS)
+        return [a for k, a in sorted(self._agents.items())
+                if k in self._configured or self._origins.get(k) in modules]
+
+    def broken_modules(self) -> dict[str, str]:
+        """Return the configured agent modules that failed to import, with their error."""
+        self._load()
+        return dict(self._broken)
 
     def has(self, name: str, version: str) -> bool:
         """Return True when that exact version is registered."""
@@ -247,9 +295,11 @@ class Registry:
         """Import the agent modules once, before any caller reads the registry.
 
         Concurrent first callers (a cold process serving many requests at once) wait for
-        the one import; ``_loaded`` turns True only once every module is in, so nobody sees
-        a half-filled registry. A module that fails to import leaves it unloaded: the next
-        caller tries again and gets the same error.
+        the one import; ``_loaded`` turns True only once every module was tried, so nobody
+        sees a half-filled registry. A module that fails to import takes only its own
+        agents down: the error is kept (``broken_modules``), and a run of an agent that is
+        not registered is blocked naming it. A worker refuses to start with a broken
+        module (runs.cli.worker); a changed module needs a restart either way.
         """
         if self._loaded:
             return
@@ -259,10 +309,25 @@ class Registry:
             self._loading = True
             try:
                 for module in settings.AGENTOPS_AGENTS:
-                    importlib.import_module(module)
+                    self._import(module)
                 self._loaded = True
             finally:
                 self._loading = False
+
+    def _import(self, module: str) -> None:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any error in an author's module is reported
+            self._broken[module] = f"{type(exc).__name__}: {exc}"
+        else:
+            self._broken.pop(module, None)
+
+
+def _definition(agent: Agent) -> tuple[Any, ...]:
+    """Return what makes two registrations of a name and version the same agent."""
+    tools = tuple((t.name, t.effect, t.description) for t in agent.tools)
+    plan = None if agent.plan is None else tuple(repr(s.as_json()) for s in agent.plan)
+    return (agent.system_prompt, tools, plan, agent.budget, agent.max_turns_per_step)
 
 
 registry = Registry()

@@ -163,9 +163,12 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
          "type": str(e.get("type", ""))}
         for e in exc.errors
     ]
-    return error_response(
-        request, 422, "validation_error", "the request does not fit the schema", {"errors": errors}
-    )
+    unknown = sorted(".".join(p for p in e["loc"] if p != "body")
+                     for e in errors if e["type"] == "extra_forbidden")
+    message = "the request does not fit the schema"
+    if unknown:
+        message = f"unknown field(s) {', '.join(unknown)}: {message}"
+    return error_response(request, 422, "validation_error", message, {"errors": errors})
 
 
 def _authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:

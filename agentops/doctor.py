@@ -20,6 +20,9 @@ from django.db.migrations.executor import MigrationExecutor
 
 from agentops import clock
 from agentops.db_budget import session_budget, web_sessions_max, worker_host_sessions_max
+from agentops.agents import registry
+from agentops.errors import ConfigError
+from agentops.llm.configured import model_from_settings
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
 from runs.models import WorkerHeartbeat
@@ -278,6 +281,24 @@ def check_agents() -> Check:
     return Check("agents", True, f"Agent modules import: {', '.join(modules)}.")
 
 
+def check_agent_models() -> Check:
+    """Check every registered agent has a model: its own ``model=`` or the model settings."""
+    try:
+        needing = sorted({a.name for a in registry.configured() if a.model is None})
+    except Exception as exc:  # noqa: BLE001 - a broken agent module is check_agents' to name
+        return Check("agent models", False, f"The agents cannot be read: {exc}")
+    if not needing:
+        return Check("agent models", True, "Every agent brings its own model.")
+    try:
+        model_from_settings()
+    except ConfigError as exc:
+        return Check("agent models", False,
+                     f"{', '.join(needing)} declare no model= and use the AGENTOPS_MODEL_* "
+                     f"settings, which are incomplete: {exc.message}")
+    return Check("agent models", True,
+                 f"{', '.join(needing)} use the model the AGENTOPS_MODEL_* settings describe.")
+
+
 def readiness_checks() -> list[Check]:
     """Return the checks /readyz needs: database, migrations, a recent worker heartbeat."""
     database = check_database()
@@ -299,6 +320,7 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_redis,
     check_artifact_storage,
     check_agents,
+    check_agent_models,
     check_worker_heartbeat,
 )
 _NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat})

@@ -6,7 +6,7 @@ import uuid
 from typing import Annotated, Any, Literal, Union
 
 from ninja import Field, Schema
-from pydantic import Strict, create_model
+from pydantic import ConfigDict, Strict, create_model
 
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
@@ -20,6 +20,9 @@ Text200 = Field(min_length=1, max_length=200)
 class BudgetIn(StrictIn):
     """Per-run limits that override the agent's and the admins' defaults (None = keep)."""
 
+    # A misspelt limit ("token") would otherwise be dropped and the run go unlimited.
+    model_config = ConfigDict(strict=True, extra="forbid")
+
     tokens: int | None = Field(None, gt=0, le=10**12)
     model_calls: int | None = Field(None, gt=0, le=10**9)
     tool_calls: int | None = Field(None, gt=0, le=10**9)
@@ -28,6 +31,9 @@ class BudgetIn(StrictIn):
 
 class RunCreateIn(StrictIn):
     """Start a run of a registered agent."""
+
+    # An unknown field is refused (422 naming it), never silently dropped.
+    model_config = ConfigDict(strict=True, extra="forbid")
 
     agent: str = Field(min_length=1, max_length=100)
     goal: str = Field(min_length=1, max_length=20_000)

@@ -32,10 +32,16 @@ def _timing_lean(sit: Situation) -> tuple[str, str]:
                               "likely reached the backend")
     if ev.cause == "worker_lost":
         return EXECUTED, "the worker died while the call was running, after it was sent"
-    took = f" after {ms / 1000:.1f}s" if ms is not None else ""
-    limit = f" (its timeout is {ev.timeout_s:g}s)" if ev.timeout_s else ""
-    return EXECUTED, (f"it timed out{took}{limit} after the request was sent; such writes "
+    ran = [f"the attempt ran {_duration(ms)}"] if ms is not None else []
+    ran += [f"its timeout is {ev.timeout_s:g}s"] if ev.timeout_s else []
+    ran_text = f" ({'; '.join(ran)})" if ran else ""
+    what = "it timed out" if ev.cause in ("", "timeout") else f"it failed ({ev.cause})"
+    return EXECUTED, (f"{what} after the request was sent{ran_text}; such writes "
                       "usually happened")
+
+
+def _duration(ms: int) -> str:
+    return f"{ms} ms" if ms < FAST_FAIL_MS else f"{ms / 1000:.1f}s"
 
 
 def _history_lean(sit: Situation) -> tuple[str, str] | None:

@@ -101,16 +101,36 @@ def classify(spec: ToolSpec, exc: BaseException) -> Outcome:
     if isinstance(exc, InvalidToolOutput):
         return Outcome("failed", category="permanent", message=str(exc), log=repr(exc))
     if isinstance(exc, (TimeoutError, socket.timeout)):
-        return Outcome("timed_out", category="timeout", message=f"{spec.name} timed out",
+        return Outcome("timed_out", category="timeout",
+                       message=f"{spec.name} timed out{_own_words(exc)}",
                        retryable=True, ambiguous=spec.is_write, log=repr(exc))
     if isinstance(exc, ConnectionError):
-        return Outcome("failed", category="transient", message=f"{spec.name}: connection failed",
+        return Outcome("failed", category="transient",
+                       message=f"{spec.name}: connection failed{_own_words(exc)}",
                        retryable=True, ambiguous=spec.is_write, log=repr(exc))
     if isinstance(exc, TypeError):
         return Outcome("failed", category="invalid_arguments",
-                       message=f"{spec.name} rejected its arguments", log=repr(exc))
+                       message=f"{spec.name} rejected its arguments{_own_words(exc)}",
+                       log=repr(exc))
     return Outcome("failed", category="tool_error",
-                   message=f"{spec.name} failed ({type(exc).__name__})", log=repr(exc))
+                   message=f"{spec.name} failed ({type(exc).__name__}){_own_words(exc)}",
+                   log=repr(exc))
+
+
+_OWN_WORDS_MAX = 300
+
+
+def _own_words(exc: BaseException) -> str:
+    """Return ": <the exception's own text>" (cut to a line's length), or "" when it has none.
+
+    What the tool said is what an operator needs ("timed out after the order was sent");
+    the caller scrubs secrets from it like every other message.
+    """
+    text = " ".join(str(exc).split())
+    if not text:
+        return ""
+    cut = text if len(text) <= _OWN_WORDS_MAX else text[:_OWN_WORDS_MAX - 1] + "…"
+    return f": {cut}"
 
 
 def run_calls(jobs: list[tuple[ToolSpec, ToolContext, dict[str, Any]]],

@@ -7,7 +7,9 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from agentops.errors import AgentOpsError
 from runs.engine.runtime.loop import run_tick
+from runs.engine.runtime.transition import run_transition
 from runs.engine.runtime.queue import worker_name
 from runs.models import Run, WorkerHeartbeat
 from runs.statuses import ATTENTION, TERMINAL, RunStatus
@@ -93,7 +95,10 @@ def run_follow(run: Run, *, out: Any, inline: bool = False, timeout_s: float = 6
             out.write(panel_text(run) + "\n")
             return run
         if inline:
-            _tick_inline(run, worker_name())
+            try:
+                _tick_inline(run, worker_name())
+            except AgentOpsError as exc:  # a configuration mistake: every tick would repeat it
+                _inline_end(run, exc, out)
             continue
         if run.status == RunStatus.QUEUED and time.monotonic() >= hint_at:
             hint = no_worker_hint()
@@ -111,3 +116,13 @@ def _tick_inline(run: Run, worker: str) -> None:
     else:
         time.sleep(0.2)
         sweep_once()
+
+
+def _inline_end(run: Run, exc: AgentOpsError, out: Any) -> None:
+    """Say what a tick here raised and block the run with it, never leave it ``running``."""
+    detail = f"{type(exc).__name__}: {exc.message}"
+    out.write(f"error: {detail}\n")
+    run.refresh_from_db()
+    if run.status == RunStatus.RUNNING and run.lease_owner == worker_name():
+        run_transition(run, RunStatus.BLOCKED, reason="permanent_error", detail=detail,
+                       expected_version=run.version)

@@ -9,11 +9,27 @@ from typing import Any
 from django.conf import settings
 from django_q.cluster import Cluster
 
+from agentops.agents import registry
+from runs.cli.lifeline import die_with_parent_install
 from runs.sweeper import sweep_loop, sweeper_name
 
 
+class AgentModulesBroken(Exception):
+    """An agent module in AGENTOPS_AGENTS failed to import; the worker does not start."""
+
+
 def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any = None) -> int:
-    """Run a q2 cluster (and the sweeper thread) until SIGINT/SIGTERM; return an exit code."""
+    """Run a q2 cluster (and the sweeper thread) until SIGINT/SIGTERM; return an exit code.
+
+    The agent modules are imported first, before q2 forks (its processes inherit them): a
+    module that does not import stops the worker here, naming it, instead of failing every
+    tick of every agent later.
+    """
+    broken = registry.broken_modules()
+    if broken:
+        raise AgentModulesBroken("; ".join(f"agent module {m} failed to import: {e}"
+                                           for m, e in broken.items()))
+    die_with_parent_install()
     if workers:
         settings.Q_CLUSTER["workers"] = workers
     _idle_transactions_end()

@@ -65,6 +65,21 @@ def test_an_unknown_agent_is_422(operator, agent):
     assert error["details"]["agent"] == "nope"
 
 
+def test_an_unknown_agent_422_suggests_the_close_name(operator, agent):
+    error = assert_error(operator.post_json("/api/runs", {**BODY, "agent": "api-tset-agent"}),
+                         422, "unknown_agent")
+    assert error["message"].startswith("no agent named api-tset-agent is registered "
+                                       "(did you mean api-test-agent?)")
+    assert "@?" not in error["message"]
+
+
+def test_unknown_fields_are_422_naming_them(operator, agent):
+    body = {**BODY, "priority": "high", "budget": {"token": 10}}
+    error = assert_error(operator.post_json("/api/runs", body), 422, "validation_error")
+    assert error["message"].startswith("unknown field(s) budget.token, priority:")
+    assert not Run.objects.exists()
+
+
 def test_invalid_create_bodies_are_422(operator, agent):
     for bad in ({**BODY, "goal": ""}, {**BODY, "budget": {"tokens": 0}}, {"goal": "x"},
                 {**BODY, "input": [1, 2]}, {**BODY, "goal": "   "}):

@@ -14,13 +14,18 @@ from agentops import clock
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from approvals.models import ApiKey
+from runs.cli import exits
 from runs.models import Run, WorkerHeartbeat
 from tests.engine_agents import lookup
 
 
-def _cli(*args: str) -> str:
+def _cli(*args: str, code: int = 0) -> str:
     out = io.StringIO()
-    call_command("agentops", *args, stdout=out)
+    try:
+        call_command("agentops", *args, stdout=out)
+    except CommandError as exc:
+        if exc.returncode != code or not code:
+            raise
     return out.getvalue()
 
 
@@ -73,7 +78,8 @@ def test_inline_runs_in_this_process_and_queues_nothing(cli_agent):
 @pytest.mark.django_db(transaction=True)
 def test_follow_says_when_no_worker_is_alive(cli_agent, settings):
     settings.AGENTOPS_HEARTBEAT_MAX_AGE_S = 30
-    out = _cli("run", "cli-agent", "--goal", "price of a pen", "--follow", "--timeout", "3")
+    out = _cli("run", "cli-agent", "--goal", "price of a pen", "--follow", "--timeout", "3",
+               code=exits.STILL_RUNNING)
     assert "no worker is alive (no worker has ever reported)" in out
     assert "manage.py agentops worker" in out and "--inline" in out
     assert OrmQ.objects.count() == 1  # queued for a worker, as asked
@@ -83,5 +89,6 @@ def test_follow_says_when_no_worker_is_alive(cli_agent, settings):
 @pytest.mark.django_db(transaction=True)
 def test_follow_gives_no_hint_while_a_worker_is_alive(cli_agent):
     WorkerHeartbeat.objects.create(name="sweeper@h:1", seen_at=clock.now())
-    out = _cli("run", "cli-agent", "--goal", "price of a pen", "--follow", "--timeout", "3")
+    out = _cli("run", "cli-agent", "--goal", "price of a pen", "--follow", "--timeout", "3",
+               code=exits.STILL_RUNNING)
     assert "no worker is alive" not in out and "still queued after 3s" in out

@@ -78,7 +78,10 @@ def test_arguments_the_schema_refuses_are_a_refused_call_in_the_ledger(engine):
                                call("charge", amount=42), say("charged")]},
            StepSpec("pay", requires_tools=("charge",)))
     run = run_start(agent="garbage", goal="refund")
-    assert drive(run) == "succeeded"
+    # The refused charge was answered by a later successful charge; the call of a tool that
+    # does not exist never was: the run may not end clean (issue 41, refused calls).
+    assert drive(run) == "completed_with_exceptions"
+    assert [(e["kind"], e["tool"]) for e in run.exceptions] == [("refused_call", "nope")]
     rows = list(ToolCall.objects.filter(run=run).order_by("id"))
     assert [(r.tool, r.status) for r in rows] == [
         ("charge", "refused"), ("nope", "refused"), ("charge", "succeeded")]

@@ -21,7 +21,8 @@ def test_the_page_has_the_sections_authors_need():
     text = DOC.read_text()
     for heading in ("## Agent", "## StepSpec", "### Step completion", "## @tool", "## Probes",
                     "## Compensation and its key", "## Approvals", "## Models", "## MCP tools",
-                    "## Testing an agent with the scripted model"):
+                    "## Testing an agent with the scripted model", "## Run your own agent",
+                    "## Testing against an OpenAI-compatible endpoint without a model"):
         assert f"\n{heading}\n" in text, heading
     assert len(blocks()) >= 8
 

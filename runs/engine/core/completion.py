@@ -9,6 +9,7 @@ Pure: reads the reduced state only.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +40,14 @@ def step_completion(state: dict[str, Any], step: str) -> dict[str, Any]:
     return {}
 
 
-def step_unmet(state: dict[str, Any], step: str, final_text: str) -> Unmet:
-    """Return what ``step`` still lacks for its declared completion (falsy when it is done)."""
+def step_unmet(state: dict[str, Any], step: str, final_text: str,
+               offered: Sequence[str] = ()) -> Unmet:
+    """Return what ``step`` still lacks for its declared completion (falsy when it is done).
+
+    ``offered``: the tools the step offers. A step offering one tool, with a refused call
+    (an unknown tool, a missing argument) and no success of that tool, is not done either:
+    the model gave up on the one thing the step is for.
+    """
     done = step_completion(state, step)
     st = state["steps"].get(step, {})
     out = Unmet()
@@ -63,7 +70,18 @@ def step_unmet(state: dict[str, Any], step: str, final_text: str) -> Unmet:
         out.reasons.append(f"without the facts {', '.join(lacking)}")
     if done.get("output_schema") is not None:
         _check_output(done["output_schema"], final_text, out)
+    _only_tool_refused(st, offered, out)
     return out
+
+
+def _only_tool_refused(st: dict[str, Any], offered: Sequence[str], out: Unmet) -> None:
+    refused = list((st.get("refused") or {}).values())
+    if len(offered) != 1 or not refused or offered[0] in st.get("tools_ok", []) \
+            or f"tool:{offered[0]}" in out.missing_fields:
+        return
+    why = "; ".join(f"{r['tool']}: {r['why']}" for r in refused)
+    out.missing_fields.append(f"tool:{offered[0]}")
+    out.reasons.append(f"without a successful {offered[0]} (refused: {why})")
 
 
 def step_output(state: dict[str, Any], step: str, final_text: str) -> dict[str, Any] | None:

@@ -6,6 +6,7 @@ turns them into the Run's list).
 """
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 
@@ -14,6 +15,8 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
     """Note what a settled call means for its step's declared completion (and exceptions)."""
     step = state["steps"].get(call["step"])
     status = d.get("status")
+    if step is not None:
+        _refusals_note(step, e, call, d)
     if step is not None and status in ("succeeded", "confirmed_executed"):
         if call["name"] not in step.setdefault("tools_ok", []):
             step["tools_ok"].append(call["name"])
@@ -33,3 +36,33 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
 def exception_note(state: dict[str, Any], e: dict[str, Any], kind: str, **fields: Any) -> None:
     """Record something that keeps the run from a clean success (the seq dates it)."""
     state.setdefault("exceptions", []).append({"kind": kind, "seq": e["seq"], **fields})
+
+
+def _refusals_note(step: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
+                   d: dict[str, Any]) -> None:
+    """Keep the step's refused calls until a call of that tool succeeds in the step.
+
+    A refused call (an unknown tool, a missing argument) made nothing happen; the step may
+    not end clean while the model gave up on it. A later success of the tool answers it; for
+    an unknown name, a success of a tool with a close name (a misspelling) does.
+    """
+    refused = step.get("refused")
+    if d.get("refused"):
+        error = d.get("error") or {}
+        step.setdefault("refused", {})[d["id"]] = {
+            "tool": call["name"], "why": error.get("message", ""), "seq": e["seq"]}
+    elif refused and d.get("status") in ("succeeded", "confirmed_executed"):
+        for cid, item in list(refused.items()):
+            if item["tool"] == call["name"] or difflib.get_close_matches(
+                    item["tool"], [call["name"]], n=1, cutoff=0.8):
+                del refused[cid]
+
+
+def refusals_open(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return an exception item per refused call that no later success of its tool answered."""
+    out = []
+    for key, step in state["steps"].items():
+        for cid, item in (step.get("refused") or {}).items():
+            out.append({"kind": "refused_call", "step": key, "tool": item["tool"],
+                        "tool_call_id": cid, "seq": item["seq"], "why": item["why"]})
+    return sorted(out, key=lambda i: i["seq"])

@@ -182,6 +182,7 @@ def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     # Agent.max_turns_per_step counts the turns since the step was last reset (a retry).
     step["turn_base"] = step.get("turns", 0)
     step.pop("missing", None)
+    step.pop("refused", None)  # a retried step starts over: its old refusals are moot
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 

@@ -59,7 +59,7 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
     for p in planned:
         if p.error:
             refused.append(_refused_row(session, step, turn, p))
-            events.append(result_event(p.call_id, status="failed", error={
+            events.append(result_event(p.call_id, status="failed", refused=True, error={
                 "category": "invalid_arguments", "retryable": True, "message": p.error,
                 "next": "fix the arguments and call the tool again"}))
         elif p.key in existing:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.models import ToolCall
+from runs.engine.core.outcome_state import refusals_open
 from ledger.statuses import ToolCallStatus
 from runs.models import Event
 
@@ -24,6 +25,7 @@ _WHAT = {
     "unknown_call": "{tool} ({tool_call_id}) may or may not have happened; nobody confirmed it",
     "finished_partial": "an operator finished the run with partial results{not_done}",
     "cancelled": "the run was cancelled",
+    "refused_call": "{tool} ({tool_call_id}) was refused{for_} and never made",
 }
 
 
@@ -61,4 +63,5 @@ def unknown_calls(run_id: Any) -> list[dict[str, Any]]:
 
 def run_exceptions_at_end(run_id: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
     """Return every exception the run ends with (empty: a clean success)."""
-    return exceptions_resolve(run_id, [*state.get("exceptions", []), *unknown_calls(run_id)])
+    return exceptions_resolve(run_id, [*state.get("exceptions", []), *refusals_open(state),
+                                       *unknown_calls(run_id)])

@@ -143,7 +143,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
         return None
     try:
         agent = registry.get(run.agent_name, run.agent_version)
-    except UnknownAgent:
+    except UnknownAgent as exc:
         migrated = agent_migrate(run, state)
         if migrated is not None:
             agent, state = migrated
@@ -151,6 +151,10 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                                               tool_limits=limits_load(), last_snapshot_size=0,
                                               secrets=run_secrets(run.pk)),
                                    migrated=True)
+        if exc.details.get("broken_modules"):
+            # Its module may be the one that failed: say so at once, never "not deployed".
+            _block_unopened(run, "permanent_error", exc.message, state=state)
+            return None
         try:
             latest = registry.get(run.agent_name).version
         except UnknownAgent:

@@ -285,7 +285,9 @@ def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, 
 def _finish_step(session: RunSession, step: str, turn: int, text: str,
                  usage: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     s = session.state
-    unmet = step_unmet(s, step, text)
+    entry = next((p for p in s["plan"] if p["key"] == step), {})
+    offered = entry.get("tools") or [t.name for t in session.agent.tools]
+    unmet = step_unmet(s, step, text, offered)
     replied = NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text,
                                          "usage": usage, "finish_reason": "stop", "calls": [],
                                          "no_progress": 0 if not unmet

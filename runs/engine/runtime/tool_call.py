@@ -241,8 +241,9 @@ def _unknown(call: ToolCall, n: int, outcome: Outcome, attempt: ToolAttempt) -> 
                   tool_call_id=call.tool_call_id, attempt=n)
     why = ("its probe could not be reached" if probe == "unreachable"
            else "it has no idempotency key and no probe")
-    detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run; "
-              f"{why}, so only a person can say whether it happened")
+    said = f" ({outcome.message[:300]})" if outcome.message else ""
+    detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run"
+              f"{said}; {why}, so only a person can say whether it happened")
     return Settlement(call, S.UNKNOWN, {"attempts": n, "error_class": outcome.category,
                                         "error": outcome.message[:500]},
                       [ev], attempt, "unknown", detail=detail, category="ambiguous_write")

@@ -12,8 +12,9 @@ from approvals.apikeys import apikey_create
 from approvals.users import user_create
 from ledger.services.rotation import sealed_rotate
 from runs.checkpoints import checkpoint_export, checkpoint_import
+from runs.cli.exits import exit_code_for
 from runs.cli.follow import exceptions_text, run_follow
-from runs.cli.worker import worker_serve
+from runs.cli.worker import AgentModulesBroken, worker_serve
 from runs.models import Run
 from runs.services import run_start
 from runs.sweeper import sweep_once
@@ -74,7 +75,10 @@ class Command(BaseCommand):
         commands[sub](**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
-        worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+        try:
+            worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+        except AgentModulesBroken as exc:
+            raise CommandError(f"the worker did not start: {exc}") from None
 
     def _sweep(self, **_) -> None:
         self.stdout.write(f"swept: {sweep_once().line()}")
@@ -106,13 +110,17 @@ class Command(BaseCommand):
                                        timeout_s=timeout))
 
     def _follow_to_end(self, run) -> None:
-        """Exit non-zero unless the run succeeded cleanly (or stopped for a person)."""
+        """Exit 0 only when the run succeeded cleanly; each other outcome has its own code."""
+        code = exit_code_for(run)
+        if code == 0:
+            return
         if run.status == "completed_with_exceptions":
             self.stdout.write(exceptions_text(run))
             raise CommandError(f"run {run.pk} completed with {len(run.exceptions)} "
-                               "exception(s); it is not a clean success")
-        if run.status in ("failed", "cancelled"):
-            raise CommandError(f"run {run.pk} {run.status}")
+                               "exception(s); it is not a clean success", returncode=code)
+        why = f": {run.attention_reason}" if run.attention_reason else ""
+        detail = f" — {run.attention_detail}" if run.attention_detail else ""
+        raise CommandError(f"run {run.pk} is {run.status}{why}{detail}", returncode=code)
 
     def _doctor(self, **_) -> None:
         checks = doctor_checks()
