@@ -7,7 +7,7 @@
 #   scripts/llama_server.sh python  print the venv's python (builds first if needed)
 #
 # The venv lives outside the project because llama-cpp-python compiles llama.cpp on install
-# (15-50 min on 2 busy cores); a marker file records what was built so later runs skip the
+# (README's `make test` row says how long); a marker file records what was built so later runs skip the
 # work. The cache is shared by every clone on the machine, CI's included.
 set -euo pipefail
 
@@ -50,7 +50,7 @@ build() {
     local started=$SECONDS
     echo "pid $$ started $(date -u '+%Y-%m-%d %H:%M UTC')" >"$OWNER"
     log "not built yet (or its specs changed): building into $VENV"
-    log "this compiles llama.cpp from source: 15-50 min on 2 busy cores, once per machine;"
+    log "this compiles llama.cpp from source once per machine (README's \`make test\` row: how long);"
     log "later runs (and CI on this machine) reuse $CACHE. The compile's progress follows;"
     log "its full output goes to $CACHE/llama-build.log."
     rm -rf "$VENV"
