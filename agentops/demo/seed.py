@@ -94,8 +94,8 @@ def demo_pace_s() -> float:
 
 
 def demo_approval_delay_s() -> float:
-    """Seconds the first live refund waits on the carrier before its approval (default 40)."""
-    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 40)
+    """Seconds the first live refund waits on the carrier before its approval (default 30)."""
+    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 30)
 
 
 def approval_delay_s(name: str) -> float:
