@@ -26,7 +26,7 @@ $(BIN)/python:
 # The lock (hashes for every package, dev extras included) is what gets installed; then the
 # project itself without dependencies. `make lock` regenerates it from pyproject.toml.
 $(STAMP): $(BIN)/python pyproject.toml $(LOCK)
-	$(PHASE) "Installing the locked dependencies ($(LOCK), ~100 packages, hashed; first run 2-4 min)" \
+	$(PHASE) "Installing the locked dependencies ($(LOCK), ~100 packages, hashed)" \
 		$(BIN)/pip install --require-hashes -r $(LOCK)
 	$(PHASE) "Installing agentops itself (editable, no dependencies)" \
 		$(BIN)/pip install --no-deps -e .
@@ -80,14 +80,14 @@ test-postgres:
 	fi
 
 # Every console page (tests/e2e/pages.py) seeded from the demo, in headless Chromium at 1280x720
-# and 1440x900, as PNGs under var/screens/ (not in git). About a minute; see docs/screens.md.
+# and 1440x900, as PNGs under var/screens/ (not in git); see docs/screens.md (time: README).
 screens: install
 	$(PHASE) "Chromium for the screenshots (apt-get on first run)" bash scripts/ensure_chromium.sh
 	$(PHASE) "Screenshots of every console page (var/screens/)" \
 		$(BIN)/python scripts/screens.py $(SCREENS_ARGS)
 
 # Lower bounds: the direct dependencies at their minimum versions (wheels only) in .venv-min,
-# then a fast subset of the suite. About 3-5 min; not part of `make test` (see README).
+# then a fast subset of the suite. Not part of `make test` (how long, and why: README).
 test-min:
 	bash scripts/test_min.sh
 

@@ -15,7 +15,7 @@ if [ "$(id -u)" != "0" ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 echo "ensure_chromium: /usr/bin/chromium is missing: installing Debian's chromium and" \
-     "chromium-driver with apt-get (~100 MB download, 1-3 min)"
+     "chromium-driver with apt-get (~100 MB download)"
 $SUDO apt-get update
 $SUDO apt-get install -y -o Dpkg::Progress-Fancy=0 chromium chromium-driver
 test -x /usr/bin/chromium

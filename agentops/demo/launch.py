@@ -8,6 +8,11 @@ live right now, and on SIGINT/SIGTERM stops both, waiting for each to exit. Also
 alone: ``python -m agentops.demo --port 8000`` (``agentops/demo/__main__.py`` sets Django up
 first, since this module imports models).
 
+The terminal keeps what a person reads: the launcher's lines, the banner, then a line per
+change in the live runs (agentops.demo.progress). The rest goes to files under var/: the
+engine's log of the seeded failures and the servers' output to ``demo-server.log``, the web
+server's access log (every poll, every websocket connect) to ``demo-access.log``.
+
 The banner's time counts from ``AGENTOPS_DEMO_MAKE_STARTED`` (epoch seconds, set by the
 Makefile when ``make demo`` starts, so install and migrate are included) when it is set, and
 says plainly that it counts only seeding and starting when it is not.
@@ -15,6 +20,7 @@ says plainly that it counts only seeding and starting when it is not.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
@@ -22,45 +28,87 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
 
-from agentops.demo.seed import demo_approval_delay_s, demo_pace_s, demo_seed, is_live, run_state
+from agentops.demo.progress import DemoProgress
+from agentops.demo.seed import approval_delay_s, demo_pace_s, demo_seed, is_live, run_state
 
 STOP_WAIT_S = 10.0
 READY_WAIT_S = 30.0
+NEWS_EVERY_S = 2.0
+SERVER_LOG = "demo-server.log"
+ACCESS_LOG = "demo-access.log"
 
 
 def demo_main(port: int, *, out: IO[str] | None = None) -> int:
     """Seed, serve on 127.0.0.1:``port`` with a worker, until SIGINT/SIGTERM; return an exit code."""
     out = out or sys.stdout
     started = time.time()
-    _say(out, "Seeding demo users and runs (in-process, ~5-20 s)...")
-    logins, runs = demo_seed()
+    logs = Path(settings.VAR_DIR)
+    logs.mkdir(parents=True, exist_ok=True)
+    _say(out, "Seeding demo users and runs (in-process, ~5-20 s); the engine's log of the "
+              f"failures seeded on purpose goes to {logs / SERVER_LOG}...")
+    with _logged_to(logs / SERVER_LOG):
+        logins, runs = demo_seed()
     stop = threading.Event()
     _on_stop_signals(stop)
     env = demo_env()
     _say(out, "Starting the web server (daphne) and a worker (DEBUG off)...")
-    procs = {"web": _spawn(_web_command(port), env), "worker": _spawn(_worker_command(), env)}
+    with (logs / SERVER_LOG).open("ab") as server_log:
+        procs = {"web": _spawn(_web_command(port, logs / ACCESS_LOG), env, server_log),
+                 "worker": _spawn(_worker_command(), env, server_log)}
     try:
         if not _wait_listening(port, procs["web"], stop):
-            _say(out, f"the web server did not start on port {port}; see its output above")
+            _say(out, f"the web server did not start on port {port}:\n{_tail(logs / SERVER_LOG)}")
             return 1
         for run in runs.values():
             run.refresh_from_db()
         _banner(out, port, logins, runs,
-                banner_timing(time.time(), started, os.environ.get("AGENTOPS_DEMO_MAKE_STARTED")))
-        return _supervise(procs, stop, out)
+                banner_timing(time.time(), started, os.environ.get("AGENTOPS_DEMO_MAKE_STARTED")),
+                logs)
+        progress = DemoProgress({n: r for n, r in runs.items() if is_live(r)},
+                                f"http://127.0.0.1:{port}/")
+        return _supervise(procs, stop, out, progress, logs / SERVER_LOG)
     finally:
         _stop_all(procs)
         _say(out, "Demo stopped.")
 
 
-def _web_command(port: int) -> list[str]:
+@contextmanager
+def _logged_to(path: Path) -> Iterator[None]:
+    """Send this process's log records to ``path`` instead of the terminal inside the block."""
+    root = logging.getLogger()
+    kept = root.handlers[:]
+    handler = logging.FileHandler(path, encoding="utf-8")
+    for old in kept:
+        handler.setFormatter(old.formatter)
+        for log_filter in old.filters:
+            handler.addFilter(log_filter)
+    root.handlers = [handler]
+    try:
+        yield
+    finally:
+        root.handlers = kept
+        handler.close()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    """Return the last ``lines`` lines of the log at ``path``, saying where the rest is."""
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        text = []
+    return "\n".join([*text, f"(the servers' whole log: {path})"])
+
+
+def _web_command(port: int, access_log: Path) -> list[str]:
     return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-            "agentops.asgi:application"]
+            "--access-log", str(access_log), "agentops.asgi:application"]
 
 
 def _worker_command() -> list[str]:
@@ -80,9 +128,11 @@ def demo_env() -> dict[str, str]:
     return env
 
 
-def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """Start ``command`` in its own process group, so we stop it (and its children) whole."""
-    return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
+def _spawn(command: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own process group (so we stop it, and its children, whole),
+    its output appended to ``log``."""
+    return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True,
+                            stdout=log, stderr=subprocess.STDOUT)
 
 
 def _on_stop_signals(stop: threading.Event) -> None:
@@ -106,13 +156,21 @@ def _wait_listening(port: int, web: subprocess.Popen[bytes], stop: threading.Eve
 
 
 def _supervise(procs: dict[str, subprocess.Popen[bytes]], stop: threading.Event,
-               out: IO[str]) -> int:
-    """Wait for a stop signal; if a child dies first, say which and return 1."""
+               out: IO[str], progress: DemoProgress, log: Path) -> int:
+    """Wait for a stop signal, telling what changes in the live runs; if a child dies first,
+    say which (with the end of its log) and return 1."""
+    progress.news()  # what the banner showed
+    next_news = time.monotonic() + NEWS_EVERY_S
     while not stop.wait(0.5):
         for name, proc in procs.items():
             if proc.poll() is not None:
-                _say(out, f"the {name} process exited with code {proc.returncode}; stopping")
+                _say(out, f"the {name} process exited with code {proc.returncode}; stopping. "
+                          f"The end of its log:\n{_tail(log)}")
                 return 1
+        if time.monotonic() >= next_news:
+            next_news = time.monotonic() + NEWS_EVERY_S
+            for line in progress.news():
+                _say(out, line)
     return 0
 
 
@@ -166,20 +224,21 @@ def live_lines(runs: dict[str, Any]) -> list[str]:
         if run.agent_name == "document-batch":
             docs, size = run.input.get("documents", 0), max(run.input.get("batch_size", 1), 1)
             what = (f"{run.status}: {docs} documents in {-(-docs // size)} child runs of "
-                    f"~{demo_pace_s():g} s each on {settings.Q_CLUSTER['workers']} workers "
-                    "(a few minutes; some children hit a model outage and retry)")
+                    f"~{demo_pace_s():g} s each on {settings.Q_CLUSTER['workers']} workers, "
+                    "ending one at a time from the first seconds (one child hits a model "
+                    "outage and retries)")
         elif run.status == "waiting" and run.wait_until:
             what = (f"waiting for the carrier's rate limit; its refund approval arrives in the "
                     f"inbox at about {run.wait_until:%H:%M:%S} UTC")
         else:
-            what = (f"{run.status}: its carrier is rate-limited for {demo_approval_delay_s():g} s, "
-                    "then its refund approval arrives in the inbox")
+            what = (f"{run.status}: its carrier is rate-limited for "
+                    f"{approval_delay_s(name):g} s, then its refund approval arrives in the inbox")
         lines.append(f"  {name:<22} {what}")
     return lines
 
 
 def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
-            runs: dict[str, Any], timing: str) -> None:
+            runs: dict[str, Any], timing: str, logs: Path | None = None) -> None:
     lines = ["", f"AgentOps demo is up:  http://127.0.0.1:{port}/", f"  ({timing})", "",
              "Demo logins (DEMO ONLY, never use these passwords anywhere else):"]
     lines += [f"  {u:<9} {p:<18} role: {r}" for u, p, r in logins]
@@ -187,9 +246,13 @@ def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
     lines += [f"  {name:<22} {run_state(run)}" for name, run in runs.items() if not is_live(run)]
     live = live_lines(runs)
     if live:
-        lines += ["", "Live now on the worker (watch the queue and the approvals inbox):", *live]
+        lines += ["", "Live now on the worker (watch the queue and the approvals inbox; each "
+                      "change is also told below):", *live]
     else:
         lines += ["", "Nothing is running live right now."]
+    if logs is not None:
+        lines += ["", f"Logs: {logs / SERVER_LOG} (web server, worker, the seeded failures), "
+                      f"{logs / ACCESS_LOG} (every request)."]
     lines += ["", "Ctrl-C stops everything. `make demo-reset` deletes the demo database.", ""]
     _say(out, "\n".join(lines))
 

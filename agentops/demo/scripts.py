@@ -97,36 +97,55 @@ def sales_report(ctx: ScriptContext) -> ModelReply:
                 totals=totals)
 
 
-BATCH_STEPS = {"list": "list_documents", "extract": "extract_in_children",
-               "report": "summarize_batch"}
+BATCH_WAVES = 4
+BATCH_STEPS = {"list": "list_documents"} | {
+    f"extract_{k}": "extract_in_children" for k in range(1, BATCH_WAVES + 1)} | {
+    "report": "summarize_batch"}
 
 
 def document_batch(ctx: ScriptContext) -> ModelReply:
-    """Answer the document-batch agent: list, fan out to child runs, check the count."""
+    """Answer the document-batch agent: list, fan out to child runs (a wave per step in
+    version 2; all at once in version 1's one ``extract`` step), check the count."""
     count = int(ctx.input.get("documents", 240))
     if ctx.turn > 1:
         return say(f"{ctx.step} done")
-    if ctx.step == "extract":
+    if ctx.step.startswith("extract"):
+        wave = int(ctx.step.removeprefix("extract_") or 0) if ctx.step != "extract" else 0
+        waves = {"wave": wave, "waves": BATCH_WAVES} if wave else {}
         return call("extract_in_children", count=count,
-                    batch_size=int(ctx.input.get("batch_size", 20)))
-    return call(BATCH_STEPS[ctx.step], count=count)
+                    batch_size=int(ctx.input.get("batch_size", 20)), **waves)
+    return call("list_documents" if ctx.step == "list" else "summarize_batch", count=count)
 
 
-EXTRACT_STEPS = {"extract": "read_documents"}
+EXTRACT_PARTS = 4
+EXTRACT_STEPS = {f"read_{k}": "read_documents" for k in range(1, EXTRACT_PARTS + 1)} | {
+    "save": "save_fields"}
+
+
+def extract_part(doc_ids: list[str], part: int) -> list[str]:
+    """Return part ``part`` (1-based) of EXTRACT_PARTS nearly equal slices of ``doc_ids``."""
+    size = -(-len(doc_ids) // EXTRACT_PARTS)
+    return doc_ids[(part - 1) * size:part * size]
 
 
 def document_extract(ctx: ScriptContext) -> ModelReply | BaseException:
-    """Answer a batch's child run: read the documents, then save the fields found in them."""
-    if ctx.turn == 1:
-        return call("read_documents", doc_ids=list(ctx.input.get("doc_ids") or []))
+    """Answer a batch's child run: read the documents (a part per step in version 2; all at
+    once in version 1's one ``extract`` step), then save the fields found in them."""
+    doc_ids = list(ctx.input.get("doc_ids") or [])
+    reading = ctx.step.startswith("read_") or (ctx.step == "extract" and ctx.turn == 1)
+    saving = ctx.step == "save" or ctx.step == "extract"
+    first = 1 if ctx.step == "save" else 2  # the turn that saves
+    if reading and ctx.turn == 1:
+        part = int(ctx.step.removeprefix("read_")) if ctx.step != "extract" else 0
+        return call("read_documents", doc_ids=extract_part(doc_ids, part) if part else doc_ids)
     kind, arg = _model_fault(ctx)
-    if ctx.turn == 2 and kind == "outage" and world.model_outage_hit(
+    if saving and ctx.turn == first and kind == "outage" and world.model_outage_hit(
             f"{ctx.input.get('batch_id')}:{ctx.input.get('batch')}", int(arg or 2)):
         return ServerError("server_error: HTTP 503 (demo model outage)")
-    if ctx.turn == 2:
-        docs = next((f["docs"] for f in reversed(_facts(ctx)) if "docs" in f), [])
+    if saving and ctx.turn == first:
+        docs = [d for f in _facts(ctx) for d in f.get("docs", ())]
         return call("save_fields", records=[_fields(d) for d in docs])
-    return say("batch extracted")
+    return say(f"{ctx.step} done" if ctx.step != "extract" else "batch extracted")
 
 
 def _fields(doc: dict[str, Any]) -> dict[str, Any]:

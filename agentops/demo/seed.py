@@ -1,10 +1,12 @@
 """Seed the demo: one user per role (demo-only passwords) and runs that end in every state.
 
 Seeded runs are driven in this process with run_tick, so the console shows them at once. The
-live ones are left queued for the worker so a visitor sees runs move for a few minutes: the
-document batch (its document store is slowed to ``AGENTOPS_DEMO_PACE_S`` per child run) and a
-refund whose carrier is rate-limited for ``AGENTOPS_DEMO_APPROVAL_DELAY_S``, after which its
-approval request arrives. Seeding is idempotent: users are created once (their demo passwords
+live ones are left queued for the worker so a visitor sees runs move from the first seconds:
+the document batch (its document store is slowed so each child run takes about
+``AGENTOPS_DEMO_PACE_S``, well inside a tick's slice, so children end one at a time) and two
+refunds whose carrier is rate-limited, after which their approval requests arrive: one after
+``AGENTOPS_DEMO_APPROVAL_DELAY_S``, one ``LATE_APPROVAL_SCALE`` times later for whoever looks
+in late. Seeding is idempotent: users are created once (their demo passwords
 reset), and each run carries an idempotency key, so a second seed finds the runs it made and
 leaves them as they are; a live run that is no longer live is started afresh (a new key), so
 every launch has something to watch.
@@ -20,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agentops.demo.scripts import EXTRACT_PARTS
 from approvals.actions.terminate import ACTION as terminate
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
 from runs.engine.runtime.loop import run_tick
@@ -28,6 +31,7 @@ from runs.services import run_start
 from runs.statuses import RUNNABLE
 
 WORKER = "demo-seed"
+LATE_APPROVAL_SCALE = 6  # the second live refund's approval: for whoever opens the demo late
 # Demo-only credentials: printed on start, never for a real deployment.
 DEMO_USERS = (("viewer", VIEWER, "demo-viewer-pw"), ("operator", OPERATOR, "demo-operator-pw"),
               ("support", SUPPORT, "demo-support-pw"), ("admin", ADMIN, "demo-admin-pw"))
@@ -45,6 +49,7 @@ class Scenario:
     expect: str = "succeeded"
     terminate: bool = False
     live: bool = False
+    delay_scale: float = 1.0  # a live refund: its carrier wait in AGENTOPS_DEMO_APPROVAL_DELAY_S
 
 
 SCENARIOS = (
@@ -74,6 +79,9 @@ SCENARIOS = (
              expect="succeeded", live=True),
     Scenario("refund-approval-later", "support-returns", "Return a kayak paddle (A-7007)",
              {"order_id": "A-7007"}, expect="waiting:approval", live=True),
+    Scenario("refund-approval-late", "support-returns", "Return a climbing harness (A-8008)",
+             {"order_id": "A-8008"}, expect="waiting:approval", live=True,
+             delay_scale=LATE_APPROVAL_SCALE),
 )
 LIVE_STATUSES = ("queued", "running")
 LIVE_WAITS = ("timer", "children")
@@ -81,22 +89,28 @@ LIVE_HORIZON_S = 15 * 60
 
 
 def demo_pace_s() -> float:
-    """Seconds each document-extract child of the live batch spends reading (default 30)."""
-    return float(os.environ.get("AGENTOPS_DEMO_PACE_S") or 30)
+    """Seconds each document-extract child of the live batch spends reading (default 12)."""
+    return float(os.environ.get("AGENTOPS_DEMO_PACE_S") or 12)
 
 
 def demo_approval_delay_s() -> float:
-    """Seconds the live refund waits on the carrier before its approval arrives (default 180)."""
-    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 180)
+    """Seconds the first live refund waits on the carrier before its approval (default 30)."""
+    return float(os.environ.get("AGENTOPS_DEMO_APPROVAL_DELAY_S") or 30)
+
+
+def approval_delay_s(name: str) -> float:
+    """Seconds the live refund ``name`` waits on its carrier before its approval arrives."""
+    scale = next((sc.delay_scale for sc in SCENARIOS if sc.name == name), 1.0)
+    return demo_approval_delay_s() * scale
 
 
 def live_input(sc: Scenario) -> dict[str, Any]:
     """The input of a live scenario with its pacing (which holds for this launch)."""
     faults = dict(sc.input.get("faults", {}))
-    if sc.agent == "document-batch":
-        faults["read_documents"] = f"slow:{demo_pace_s():g}"
+    if sc.agent == "document-batch":  # per read: a child reads its documents in parts
+        faults["read_documents"] = f"slow:{demo_pace_s() / EXTRACT_PARTS:g}"
     else:
-        faults["track_logistics"] = f"rate_limit:{demo_approval_delay_s():g}"
+        faults["track_logistics"] = f"rate_limit:{approval_delay_s(sc.name):g}"
     return {**sc.input, "faults": faults}
 
 

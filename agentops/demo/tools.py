@@ -137,26 +137,46 @@ def list_documents(ctx: ToolContext, count: int) -> ToolResult:
 
 
 @tool(effect="read")
-def extract_in_children(ctx: ToolContext, count: int, batch_size: int) -> ToolResult:
-    """Fan the documents out to child runs (one per batch) and wait until all have ended."""
+def extract_in_children(ctx: ToolContext, count: int, batch_size: int, wave: int = 1,
+                        waves: int = 1) -> ToolResult:
+    """Fan the documents out to child runs (one per batch) and wait until all have ended.
+
+    With ``waves`` > 1 this call starts only wave ``wave`` of that many consecutive groups of
+    batches: fewer children queued at once, so other runs get a worker between waves.
+    """
     faults = world.faults_for(ctx.run_id)
     outage = world.fault_of(faults, "model_outage")
     down = {int(b) for b in (outage[1] or "").split("+") if b.isdigit()}
     ids = [f"doc-{i:04d}" for i in range(1, max(count, 0) + 1)]
     size = max(batch_size, 1)
+    starts = list(range(0, len(ids), size))
+    per_wave = -(-len(starts) // max(waves, 1))
     children = []
-    for n, start in enumerate(range(0, len(ids), size), start=1):
+    for n, start in enumerate(starts, start=1):
+        if (n - 1) // per_wave != wave - 1:
+            continue
         child_input: dict[str, Any] = {"batch_id": ctx.run_id, "batch": n,
                                        "doc_ids": ids[start:start + size]}
         # A slow document store set on the batch slows every child's reads too.
-        child_faults = {k: v for k, v in faults.items() if k == "read_documents"}
+        child_faults = {k: _staggered(v, n) for k, v in faults.items() if k == "read_documents"}
         if n in down:
             child_faults["model"] = f"outage:{outage[0] or 2}"
         if child_faults:
             child_input["faults"] = child_faults
         children.append({"agent": "document-extract", "goal": f"extract batch {n}",
                          "input": child_input})
+    if not children:  # fewer batches than waves
+        return ToolResult(facts={"wave": wave, "children": 0}, summary=f"wave {wave}: no batch")
     raise WaitForChildren(children, timeout_s=3600)
+
+
+def _staggered(fault: str, n: int) -> str:
+    """Return child ``n``'s share of a ``slow:S`` fault: 0.75 S when odd, 1.25 S when even,
+    so children run side by side end one at a time, not in pairs."""
+    kind, _, arg = fault.partition(":")
+    if kind != "slow":
+        return fault
+    return f"slow:{float(arg or 1) * (0.75 if n % 2 else 1.25):g}"
 
 
 @tool(effect="read", parameters={

@@ -35,6 +35,7 @@ ORDERS: dict[str, dict[str, Any]] = {
     "A-5005": {"item": "wool socks (3 pairs)", "amount": 24, "days_since_delivery": 2},
     "A-6006": {"item": "tent, 2 persons", "amount": 320, "days_since_delivery": 9},
     "A-7007": {"item": "kayak paddle", "amount": 180, "days_since_delivery": 4},
+    "A-8008": {"item": "climbing harness", "amount": 140, "days_since_delivery": 5},
 }
 REGIONS = ("na", "eu", "apac", "latam")
 

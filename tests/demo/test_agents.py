@@ -118,19 +118,53 @@ def test_sales_report_over_its_model_call_budget_is_paused(demo):
 
 def test_document_batch_fans_out_survives_an_outage_and_saves_each_document_once(demo):
     parent = _start("document-batch", {"model_outage": "2:2"}, documents=60, batch_size=20)
-    assert drive(parent) == "waiting" and parent.wait_kind == "children"
-    children = list(Run.objects.filter(parent=parent).order_by("created_at"))
-    assert len(children) == 3
-    for child in children:
-        assert drive(child) == "succeeded"
-    sweep_once()
-    assert drive(parent) == "succeeded"
+    waves = []  # the children each wave started: one batch a wave, the fourth wave has none
+    while drive(parent) == "waiting":
+        assert parent.wait_kind == "children"
+        wave = list(Run.objects.filter(parent=parent).exclude(pk__in=[
+            c.pk for w in waves for c in w]))
+        waves.append(wave)
+        for child in wave:
+            assert drive(child) == "succeeded"
+        sweep_once()
+    assert parent.status == "succeeded" and parent.steps_done == parent.steps_total == 6
+    assert [[c.input["batch"] for c in w] for w in waves] == [[1], [2], [3]]
+    children = [c for w in waves for c in w]
     summary = ToolCall.objects.get(run=parent, tool="summarize_batch").facts
     assert summary == {"expected": 60, "saved": 60, "missing": 0}
     outage = [c for c in children if c.input.get("faults")]
     assert [c.input["batch"] for c in outage] == [2]
     assert Event.objects.filter(run=outage[0], type="model.failed").count() == 2
-    # Recovery resumed after the documents were read: no child read them twice.
-    assert ToolCall.objects.filter(run__in=children, tool="read_documents").count() == 3
+    # Each child read its documents in parts, a step each (its progress moves), and recovery
+    # resumed after they were read: no child read a part twice.
+    for child in children:
+        reads = ToolCall.objects.filter(run=child, tool="read_documents").order_by("created_at")
+        assert [len(tc.args["doc_ids"]) for tc in reads] == [5, 5, 5, 5]
+        assert child.agent_version == "2" and child.steps_done == child.steps_total == 5
     assert WorldEffect.objects.filter(kind="document.fields").count() == 60
     assert world.effects_duplicated() == []
+
+
+def test_a_child_pinned_to_the_one_step_version_still_extracts_its_batch(demo, monkeypatch):
+    from agentops.agents import registry
+
+    with monkeypatch.context() as m:  # as a child started by a launch before version 2
+        m.setitem(registry._latest, "document-extract", "1")
+        child = _start("document-extract", batch_id="b", batch=1,
+                       doc_ids=["doc-0001", "doc-0002"])
+    assert registry.get("document-extract").version == "2"
+    assert drive(child) == "succeeded"
+    assert child.agent_version == "1" and child.steps_total == 1
+    assert ToolCall.objects.get(run=child, tool="read_documents").args == {
+        "doc_ids": ["doc-0001", "doc-0002"]}
+    assert WorldEffect.objects.filter(kind="document.fields").count() == 2
+
+
+def test_a_batch_pinned_to_version_1_starts_every_child_at_once(demo, monkeypatch):
+    from agentops.agents import registry
+
+    with monkeypatch.context() as m:  # as a batch started by a launch before version 2
+        m.setitem(registry._latest, "document-batch", "1")
+        parent = _start("document-batch", documents=40, batch_size=10)
+    assert drive(parent) == "waiting" and parent.agent_version == "1"
+    assert Run.objects.filter(parent=parent).count() == 4

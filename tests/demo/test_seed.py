@@ -39,7 +39,7 @@ def test_a_relaunch_starts_fresh_live_runs_once_the_earlier_ones_settled(demo):
 
     _, first = seed.demo_seed()
     live = [name for name, run in first.items() if seed.is_live(run)]
-    assert sorted(live) == ["document-batch", "refund-approval-later"]
+    assert sorted(live) == ["document-batch", "refund-approval-late", "refund-approval-later"]
     operator = User.objects.get(username="operator")
     for name in live:  # the earlier launch's live runs are over
         terminate.execute(operator, first[name], reason="earlier demo launch",
@@ -58,3 +58,15 @@ def test_a_relaunch_starts_fresh_live_runs_once_the_earlier_ones_settled(demo):
     _banner(relaunch, 8000, [], second, "timing")
     assert "Live now on the worker" in relaunch.getvalue()
     assert "document-batch" in relaunch.getvalue().split("Live now")[1]
+
+
+def test_a_live_batch_child_fits_one_tick_slice(settings, monkeypatch):
+    """A child longer than a slice is requeued behind every other child: they would all end
+    together minutes later instead of one at a time (the slowest child reads 1.25x the pace)."""
+    from agentops.demo.tools import _staggered
+
+    monkeypatch.delenv("AGENTOPS_DEMO_PACE_S", raising=False)
+    per_read = float(seed.live_input(next(sc for sc in seed.SCENARIOS if sc.name == "document-batch"))["faults"]["read_documents"][5:])
+    slowest = max(float(_staggered(f"slow:{per_read}", n)[5:]) for n in (1, 2))
+    assert slowest * seed.EXTRACT_PARTS == seed.demo_pace_s() * 1.25
+    assert seed.demo_pace_s() * 1.25 < settings.AGENTOPS_TICK_SLICE_S - 3

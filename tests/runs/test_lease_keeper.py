@@ -237,3 +237,10 @@ def test_off_a_slot_the_keeper_thread_leaves_a_call_past_its_deadline_unrenewed(
         release.set()
         thread.join(30)
     assert ticked == ["succeeded"]  # nobody recovered it meanwhile: its commits still match
+    # With no call left to keep, the keeper thread ends and closes its database session (an
+    # idle one kept it open to the end: the test database could not be dropped).
+    deadline = time.monotonic() + 2
+    while any(t.name == "lease-keeper" for t in threading.enumerate()) and \
+            time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "lease-keeper" for t in threading.enumerate())

@@ -215,17 +215,7 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     db_release()  # reads a unit still in flight first (raises UnitNotCommitted)
     beat = heartbeat_for(run, owner, tokens)
     process = _by_keeper_process()
-    interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
-    grace = settings.AGENTOPS_LEASE_TTL_S / 3
-    if process:
-        key = keeper_watch(run.pk, tokens) if tokens else 0
-        if within_s is not None:
-            keeper_call(run.pk, owner, time.time() + within_s + grace)  # the keeper's clock
-    else:
-        key = _KEEPER.add(_Held(
-            run=run, owner=owner, tokens=tokens, interval=interval,
-            due=clock.monotonic() + interval,
-            deadline=None if within_s is None else clock.monotonic() + within_s + grace))
+    key = _kept_start(run, owner, tokens, process=process, every_s=every_s, within_s=within_s)
     # A thread still inside past the hard deadline is hung: too many replace the process.
     hung_key = hung_watch(run.pk, within_s) if within_s is not None else ""
     try:
@@ -237,12 +227,33 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
             # for one from the pool can outlast what is left of the lease.
             db_reacquire()
         finally:
-            if process:
-                keeper_unwatch(run.pk, key)
-                if within_s is not None:
-                    keeper_done(run.pk, owner)
-            else:
-                _KEEPER.remove(key)
+            _kept_end(run, owner, key, process=process, within_s=within_s)
+
+
+def _kept_start(run: Run, owner: str, tokens: Sequence[CancelToken], *, process: bool,
+                every_s: float | None, within_s: float | None) -> int:
+    """Hand the call to the keeper process or thread; return its key for ``_kept_end``."""
+    interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
+    grace = settings.AGENTOPS_LEASE_TTL_S / 3
+    if process:
+        key = keeper_watch(run.pk, tokens) if tokens else 0
+        if within_s is not None:
+            keeper_call(run.pk, owner, time.time() + within_s + grace)  # the keeper's clock
+        return key
+    return _KEEPER.add(_Held(
+        run=run, owner=owner, tokens=tokens, interval=interval,
+        due=clock.monotonic() + interval,
+        deadline=None if within_s is None else clock.monotonic() + within_s + grace))
+
+
+def _kept_end(run: Run, owner: str, key: int, *, process: bool, within_s: float | None) -> None:
+    """Take the call back from the keeper process or thread ``_kept_start`` handed it to."""
+    if process:
+        keeper_unwatch(run.pk, key)
+        if within_s is not None:
+            keeper_done(run.pk, owner)
+    else:
+        _KEEPER.remove(key)
 
 
 @contextmanager

@@ -135,9 +135,26 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
     params = [_prep(Run, name, value, db) for name, value in values.items()]
     params += [run.pk, expected_version] + ([owner] if owner else [])
+    shape, keyed = _unit_parts(run, events, first_seq, at, ops, db, params)
+    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
+    if overlap and not owner and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
+        _send(db, sql, params, keyed, run)
+        return True
+    row = _execute(db, sql, params)
+    if row[0] != 1:
+        return False
+    for (_, op), ids in zip(keyed, row[1:]):
+        _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
+    return True
+
+
+def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
+                ops: Sequence[Any], db: Any, params: list[Any]) -> tuple[list[tuple], list]:
+    """Return the statement's shape and the inserts whose new ids come back (by position);
+    append each part's parameters to ``params``."""
     shape: list[tuple] = []
     inserted: list[type[Model]] = []
-    keyed: list[tuple[int, RowsInsert]] = []  # inserts whose new ids come back (by position)
+    keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
         params.append(_events_json(run.pk, events, first_seq, at))
@@ -154,16 +171,7 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
             shape.append(("u", op.model, tuple(op.values), tuple(op.where)))
             params += [_prep(op.model, k, v, db) for k, v in op.values.items()]
             params += [_prep(op.model, k, v, db) for k, v in op.where.items()]
-    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
-    if overlap and not owner and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
-        _send(db, sql, params, keyed, run)
-        return True
-    row = _execute(db, sql, params)
-    if row[0] != 1:
-        return False
-    for (_, op), ids in zip(keyed, row[1:]):
-        _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
-    return True
+    return shape, keyed
 
 
 def unit_settled(*, quiet: bool = False) -> None:
