@@ -36,6 +36,9 @@ class BlockReason(models.TextChoices):
     APPROVAL_EXPIRED = "approval_expired"
     SELF_CHECK_FAILED = "self_check_failed"
     INCOMPLETE_STEP = "incomplete_step"
+    # A failure escaped a tick without losing its process (runs.engine.runtime.tick_failure).
+    CONFIG_ERROR = "config_error"
+    INTERNAL_ERROR = "internal_error"
 
 
 class WaitKind(models.TextChoices):
@@ -85,6 +88,8 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.APPROVAL_EXPIRED: "Approval expired",
     BlockReason.SELF_CHECK_FAILED: "Self-check failed",
     BlockReason.INCOMPLETE_STEP: "Step not completed",
+    BlockReason.CONFIG_ERROR: "Configuration error",
+    BlockReason.INTERNAL_ERROR: "Unexpected error",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {
