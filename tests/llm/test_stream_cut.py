@@ -139,3 +139,34 @@ def test_stream_cut_every_time_blocks_retries_exhausted(engine, settings, provid
     assert run.attention_reason == "retry_exhausted"
     assert "stream ended before its end" in run.attention_detail
     assert not Event.objects.filter(run=run, type="step.completed", data__step="greet").exists()
+
+
+_NOT_UTF8 = b'"delta": {"content": "\xff\xfe"}, "finish_reason": null}]}\n\n'
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_stream_garbage_is_a_server_error(provider):
+    """Bytes that are not UTF-8 mid-stream: the provider's fault, retried as a server error."""
+    whole, prefix, client = ((oa_stream, "/v1", oa) if provider == "openai"
+                             else (an_stream, "", an))
+    event = b"" if provider == "openai" else b"event: content_block_delta\n"
+    with fake_provider(prefix) as fake:
+        fake.push(Answer(events=whole(["Hel", "lo"]).events[:2],
+                         tail=event + b'data: {"id": "c1", "choices": [{"index": 0, ' + _NOT_UTF8))
+        with pytest.raises(ServerError, match="not UTF-8") as err:
+            client(fake, stream=True).complete(messages=CONVERSATION, tools=TOOLS,
+                                               on_text=lambda _: None)
+    assert err.value.retryable
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_stream_garbage_json_is_a_server_error(provider):
+    whole, prefix, client = ((oa_stream, "/v1", oa) if provider == "openai"
+                             else (an_stream, "", an))
+    event = b"" if provider == "openai" else b"event: content_block_delta\n"
+    with fake_provider(prefix) as fake:
+        fake.push(Answer(events=whole(["Hel", "lo"]).events[:2],
+                         tail=event + b"data: {not json at all\n\n"))
+        with pytest.raises(ServerError, match="not JSON"):
+            client(fake, stream=True).complete(messages=CONVERSATION, tools=TOOLS,
+                                               on_text=lambda _: None)
