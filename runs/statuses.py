@@ -37,6 +37,9 @@ class BlockReason(models.TextChoices):
     SELF_CHECK_FAILED = "self_check_failed"
     INCOMPLETE_STEP = "incomplete_step"
     ROLLED_BACK = "rolled_back"  # an operator rolled it back and holds it at the checkpoint
+    # A failure escaped a tick without losing its process (runs.engine.runtime.tick_failure).
+    CONFIG_ERROR = "config_error"
+    INTERNAL_ERROR = "internal_error"
 
 
 class WaitKind(models.TextChoices):
@@ -87,6 +90,8 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.SELF_CHECK_FAILED: "Self-check failed",
     BlockReason.INCOMPLETE_STEP: "Step not completed",
     BlockReason.ROLLED_BACK: "Rolled back: waits for a person",
+    BlockReason.CONFIG_ERROR: "Configuration error",
+    BlockReason.INTERNAL_ERROR: "Unexpected error",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

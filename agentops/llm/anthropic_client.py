@@ -24,7 +24,14 @@ from agentops.llm.protocol import (
     Usage,
 )
 from agentops.llm.http_lanes import HttpLanes
-from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
+from agentops.llm.provider_errors import (
+    cut_stream,
+    garbled_stream,
+    mentions_context,
+    safe_code,
+    status_error,
+    transport_error,
+)
 from agentops.llm.repair import complete_with_repair
 
 # The Messages API requires max_tokens on every request.
@@ -87,11 +94,31 @@ class AnthropicClient:
             return _reply(self._post(params))
         try:
             with self._sdk.messages.stream(**params) as stream:
-                for piece in stream.text_stream:
-                    sink(piece)
-                return _reply(stream.get_final_message().to_dict(exclude_unset=False))
+                return _reply(self._streamed(stream, sink))
         except anthropic.APIError as exc:
             raise _model_error(exc) from None
+        except self._lib.TimeoutException:
+            raise transport_error(timed_out=True) from None
+        except self._lib.HTTPError:  # the SDK passes a connection lost mid-stream through
+            raise transport_error(timed_out=False) from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise garbled_stream(exc) from None
+
+    @staticmethod
+    def _streamed(stream: Any, sink: TextSink) -> dict[str, Any]:
+        """Pass the stream's text to ``sink``; return the message once ``message_stop`` came.
+
+        A stream that ends before ``message_stop`` (the connection closed) is a fragment,
+        never a reply: the SDK would hand back what it accumulated as if complete.
+        """
+        text: list[str] = []
+        for event in stream:
+            if event.type == "text":
+                text.append(event.text)
+                sink(event.text)
+            elif event.type == "message_stop":
+                return stream.get_final_message().to_dict(exclude_unset=False)
+        raise cut_stream("no message_stop", text)
 
     def _post(self, body: dict[str, Any]) -> Any:
         """POST /v1/messages on the SDK's own HTTP client and return the decoded JSON.

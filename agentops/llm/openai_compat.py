@@ -18,14 +18,35 @@ from agentops.llm.protocol import (
     ToolCallRequest,
     Usage,
 )
-from agentops.llm.provider_errors import mentions_context, safe_code, status_error, transport_error
+from agentops.llm.provider_errors import (
+    cut_stream,
+    garbled_stream,
+    mentions_context,
+    safe_code,
+    status_error,
+    transport_error,
+)
 from agentops.llm.repair import complete_with_repair
 
 # The SDK refuses to build without a key; keyless local servers ignore the header anyway.
 _NO_KEY = "no-key"
 # What ``chat.completions.create`` passes besides the body: the API key as a bearer token.
 _REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
-_STREAM_CLS = openai.Stream[ChatCompletionChunk]
+# A stream is a reply only once it ended as the protocol says (a finish_reason or [DONE]);
+# bytes that are not UTF-8 or events that are not JSON are the provider's fault, not ours.
+_GARBLED = (UnicodeDecodeError, json.JSONDecodeError)
+
+
+class _Chunks(openai.Stream[ChatCompletionChunk]):
+    """The SDK's chunk stream, noting whether the server sent its ``[DONE]`` end marker."""
+
+    done = False
+
+    def _iter_events(self) -> Any:
+        for sse in super()._iter_events():
+            if sse.data.startswith("[DONE]"):
+                self.done = True
+            yield sse
 
 
 class OpenAICompatClient:
@@ -96,10 +117,12 @@ class OpenAICompatClient:
             chunks = self._sdk.post("/chat/completions", cast_to=ChatCompletion,
                                     body={**params, "stream": True,
                                           "stream_options": {"include_usage": True}},
-                                    options=_REQUEST_OPTIONS, stream=True, stream_cls=_STREAM_CLS)
+                                    options=_REQUEST_OPTIONS, stream=True, stream_cls=_Chunks)
             return _streamed(chunks, sink, model=self.model)
         except openai.APIError as exc:
             raise _model_error(exc) from None
+        except _GARBLED as exc:
+            raise garbled_stream(exc) from None
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST /chat/completions on a lane (agentops.llm.http_lanes) of the SDK's own HTTP
@@ -146,7 +169,7 @@ def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
     """Assemble a ModelReply from streamed chunks, passing text pieces to ``sink``."""
     text: list[str] = []
     calls: dict[int, dict[str, str]] = {}
-    finish, usage, name = "stop", None, model
+    finish, usage, name = "", None, model
     for chunk in chunks:
         usage = getattr(chunk, "usage", None) or usage
         name = getattr(chunk, "model", None) or name
@@ -162,6 +185,9 @@ def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
                     slot["name"] += part.function.name or ""
                     slot["arguments"] += part.function.arguments or ""
             finish = choice.finish_reason or finish
+    if not finish and not getattr(chunks, "done", False):
+        raise cut_stream("no finish_reason and no [DONE]", text)
+    finish = finish or "stop"
     cut_off = finish == "length"
     return ModelReply(
         text="".join(text),

@@ -50,6 +50,23 @@ def transport_error(*, timed_out: bool) -> ModelError:
     return ServerError("server_error: connection failed")
 
 
+def cut_stream(missing: str, text: list[str] | str = "") -> ModelError:
+    """Return the error for a streamed reply that ended without its end marker.
+
+    The connection closed (or the server stopped) before the protocol's end: what arrived is
+    a fragment, never a reply; it is a transport failure, retried as a server error.
+    """
+    got = len("".join(text)) if not isinstance(text, str) else len(text)
+    return ServerError(f"server_error: the stream ended before its end ({missing}) "
+                       f"after {got} characters of text")
+
+
+def garbled_stream(exc: Exception) -> ModelError:
+    """Return the error for streamed bytes that are not UTF-8 or events that are not JSON."""
+    what = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else "not JSON"
+    return ServerError(f"server_error: the streamed reply is {what} ({type(exc).__name__})")
+
+
 def status_error(status: object, code: str, *, response: Any, overflow: bool) -> ModelError:
     """Return the ModelError for an HTTP error answer, carrying ``status_code`` and ``provider_code``.
 

@@ -36,6 +36,8 @@ class FailureClass(StrEnum):
     MODEL_AUTH = "model_auth"
     SELF_CHECK = "self_check"
     INCOMPLETE_STEP = "incomplete_step"
+    CONFIG_ERROR = "config_error"
+    INTERNAL_ERROR = "internal_error"
     TIMER_WAIT = "timer_wait"
     ROLLED_BACK = "rolled_back"
 
@@ -58,6 +60,7 @@ _CATEGORY = {
     "invalid_request": FailureClass.MODEL_REFUSED,
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
     "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
+    "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
 }
 
 
@@ -139,6 +142,15 @@ TABLE: dict[FailureClass, Row] = {
                        "a person", deterministic=False,
                        retry_means="goes on from the checkpoint (writes undone there may be "
                                    "made again, with new keys)"),
+    F.CONFIG_ERROR: Row("retry", ("terminate",),
+                        "a setting or a registration is wrong (the detail names it); fix the "
+                        "configuration and restart the workers, then retry",
+                        retry_means="runs the step again with the fixed configuration"),
+    F.INTERNAL_ERROR: Row("retry", ("terminate", "skip"),
+                          "an unexpected error (in the agent's code, a model client or the "
+                          "engine; not a lost worker) stopped the run at its first occurrence; "
+                          "read the traceback in the worker log and fix the cause, then retry",
+                          deterministic=False),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
 }

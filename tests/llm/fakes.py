@@ -18,7 +18,8 @@ from typing import Any
 @dataclass
 class Answer:
     """One scripted HTTP answer: a JSON body (``raw``: these bytes as it), or SSE events
-    ``(event name or "", data)``; given ``delay_s`` after the request arrived."""
+    ``(event name or "", data)`` followed by ``tail`` (raw bytes: half an event, garbage)
+    before the connection closes; given ``delay_s`` after the request arrived."""
 
     status: int = 200
     body: Any = None
@@ -26,6 +27,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     delay_s: float = 0.0
+    tail: bytes = b""
 
 
 @dataclass
@@ -77,6 +79,8 @@ def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 text = data if isinstance(data, str) else json.dumps(data)
                 self.wfile.write(f"{line}data: {text}\n\n".encode())
                 self.wfile.flush()
+            self.wfile.write(answer.tail)
+            self.wfile.flush()
             self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:

@@ -49,6 +49,10 @@ POLICY: dict[str, Rule] = {
     "approval_expired": Rule("stop", BlockReason.APPROVAL_EXPIRED),
     "incomplete_step": Rule("stop", BlockReason.INCOMPLETE_STEP),
     "self_check_failed": Rule("stop", BlockReason.SELF_CHECK_FAILED),
+    # Raised out of a tick (runs.engine.runtime.tick_failure): the same tick would fail the
+    # same way, so the run stops at the first occurrence instead of burning recoveries.
+    "config_error": Rule("stop", BlockReason.CONFIG_ERROR),
+    "internal_error": Rule("stop", BlockReason.INTERNAL_ERROR),
 }
 
 

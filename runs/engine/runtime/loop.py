@@ -20,20 +20,19 @@ from agentops.agents import registry
 from agentops.observability.logging import run_log_context
 from ledger.secrets import run_secrets
 from ledger.services.limits import limits_load
-from runs.engine.core import reducer
 from runs.engine.runtime import telemetry
-from runs.engine.runtime.attention import attention_fields, block_reason
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.exceptions import run_exceptions_at_end
 from runs.engine.runtime.leases import lease_ticked
 from runs.engine.runtime.model_turn import PLAN_STEP, model_turn
-from runs.engine.runtime.outcomes import block
+from runs.engine.runtime.outcomes import block, block_unopened
 from runs.engine.runtime.queue import run_others_queued
 from runs.engine.runtime.selfcheck import session_checked
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.tick_failure import tick_failed
 from runs.engine.runtime.tool_phase import tool_phase
-from runs.engine.runtime.transition import run_claim, run_transition, run_urgent_waiting
+from runs.engine.runtime.transition import run_claim, run_urgent_waiting
 from runs.engine.runtime.unit_sql import unit_settled
 from runs.engine.runtime.versions import agent_migrate
 from runs.errors import UnknownAgent, UnknownSchemaVersion
@@ -66,6 +65,7 @@ def _tick(run_id: object, worker: str, slice_s: float | None) -> str:
 
 
 def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
+    session = None
     try:
         session = session_open(run, worker)
         if session is None:
@@ -91,6 +91,10 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         unit_settled(quiet=True)  # a unit in flight is this tick's, not the next one's
         telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)
         return "lease_lost"
+    except Exception as exc:
+        unit_settled(quiet=True)
+        # Not a lost process: a classified step failure now, never a recovery later.
+        return tick_failed(run, worker, session, exc)
     except BaseException:
         unit_settled(quiet=True)
         raise
@@ -139,7 +143,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
     try:
         state = load_state(run.pk)
     except UnknownSchemaVersion as exc:
-        _block_unopened(run, "version_mismatch", exc.message)
+        block_unopened(run, "version_mismatch", exc.message)
         return None
     try:
         agent = registry.get(run.agent_name, run.agent_version)
@@ -159,7 +163,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
             latest = registry.get(run.agent_name).version
         except UnknownAgent:
             latest = "none"
-        _block_unopened(run, "version_mismatch",
+        block_unopened(run, "version_mismatch",
                         f"run is pinned to {run.agent_name}@{run.agent_version}, which is not "
                         f"deployed here (deployed: {latest}); deploy it or register a migrator",
                         state=state)
@@ -167,14 +171,6 @@ def session_open(run: Run, worker: str) -> RunSession | None:
     return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
                                       tool_limits=limits_load(), last_snapshot_size=0,
                                               secrets=run_secrets(run.pk)))
-
-
-def _block_unopened(run: Run, category: str, detail: str, state: dict | None = None) -> None:
-    # Without a loadable state (an unknown schema) progress comes from the run's projection.
-    fields = attention_fields(run=run, category=category, detail=detail,
-                              state=state or reducer.empty_state())
-    run_transition(run, RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
-                   fields=fields, expected_version=run.version)
 
 
 def unit(session: RunSession) -> None:

@@ -8,12 +8,15 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from runs.engine.core import reducer
 from runs.engine.core.policy import backoff_delay
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.attention import attention_fields, block_reason, wait_fields
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.transition import run_transition
 from runs.event_types import EventType
+from runs.models import Run
 from runs.statuses import UNKNOWN_OUTCOME, RunStatus
 
 
@@ -31,6 +34,16 @@ def block(session: RunSession, category: str, detail: str, *,
     session.commit(evs, to=RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
                    fields=fields, also=also)
     telemetry.run_stopped(session.agent.name, RunStatus.BLOCKED, category, detail)
+
+
+def block_unopened(run: Run, category: str, detail: str, *,
+                   state: dict[str, Any] | None = None) -> None:
+    """Block a claimed run that has no session (its state or agent could not be opened)."""
+    # Without a loadable state (an unknown schema) progress comes from the run's projection.
+    fields = attention_fields(run=run, category=category, detail=detail,
+                              state=state or reducer.empty_state())
+    run_transition(run, RunStatus.BLOCKED, reason=block_reason(category), detail=detail,
+                   fields=fields, expected_version=run.version)
 
 
 def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str,

@@ -60,9 +60,10 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     if not _admitted(session, step, calls, events, new_rows):  # 1. check
         return
     writes = [c for c in calls if c.effect == "write"]
-    if writes:  # 2. fence: each write's attempt opens in a commit proving the lease
-        _mark_running(session, calls, writes, events, new_rows)
-        events, new_rows = [], False
+    # 2. fence: every call's attempt opens before it runs (reads too: a call run again after
+    # its worker died gets the next attempt number); with a write, in a commit proving the lease
+    _mark_running(session, calls, events, new_rows, fence=bool(writes))
+    events, new_rows = [], False
     jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes))  # 3. run
     settled = [parked_settlement(session, c, ctx)  # 4. settle
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
@@ -116,14 +117,15 @@ def call_job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, 
     return call, ctx, args
 
 
-def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolCall],
-                  events: list[NewEvent], new_rows: bool) -> None:
-    """Open an attempt of each write in one fenced commit (lease proven, then renewed)."""
+def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEvent],
+                  new_rows: bool, *, fence: bool) -> None:
+    """Open an attempt of each call in one commit: ``fence`` (a write among them) proves the
+    lease and renews it; reads alone go out without waiting (unit_overlap)."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
     opened = []
-    for c in unsafe:
+    for c in calls:
         n = c.attempts + 1
         if not new_rows:
             also.append(toolcall_update(c, S.RUNNING, attempts=c.attempts))
@@ -134,7 +136,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], unsafe: list[ToolC
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs, also=also, fence=True)
+    session.commit(evs, also=also, fence=fence)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
         a.tool_call.opened_at = now
