@@ -36,6 +36,7 @@ class BlockReason(models.TextChoices):
     APPROVAL_EXPIRED = "approval_expired"
     SELF_CHECK_FAILED = "self_check_failed"
     INCOMPLETE_STEP = "incomplete_step"
+    MODEL_REFUSED = "model_refused"
 
 
 class WaitKind(models.TextChoices):
@@ -85,6 +86,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.APPROVAL_EXPIRED: "Approval expired",
     BlockReason.SELF_CHECK_FAILED: "Self-check failed",
     BlockReason.INCOMPLETE_STEP: "Step not completed",
+    BlockReason.MODEL_REFUSED: "The model refused",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {
