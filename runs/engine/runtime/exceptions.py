@@ -23,6 +23,7 @@ _WHAT = {
     "confirmed_not_executed": "{tool_call_id} was confirmed as not executed",
     "unknown_call": "{tool} ({tool_call_id}) may or may not have happened; nobody confirmed it",
     "finished_partial": "an operator finished the run with partial results",
+    "child_exceptions": "child run {child_short} ({agent}) ended {outcome_words}",
 }
 
 
@@ -30,6 +31,8 @@ def exception_what(item: dict[str, Any]) -> str:
     """Return the one-line "what" of an exception item."""
     fields = {"step": "", "tool": "a call", "tool_call_id": "", **item}
     fields["for_"] = f" in step {item['step']}" if item.get("step") else ""
+    fields["child_short"] = str(item.get("child", ""))[:8]
+    fields["outcome_words"] = str(item.get("outcome", "")).replace("_", " ")
     return _WHAT.get(item["kind"], item["kind"]).format(**fields)
 
 
