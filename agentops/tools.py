@@ -43,6 +43,18 @@ class ToolResult:
     next_cursor: str | None = None
 
 
+@dataclass(frozen=True)
+class FoundDifferent:
+    """A probe's answer: an effect exists under the call's key, but not the one the call asked for.
+
+    ``facts`` are what was found; ``summary`` says how it differs. The call is never taken as
+    succeeded: it goes ``unknown`` and a person compares what was asked with what was found.
+    """
+
+    facts: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
 class CancelToken:
     """Set when the run is cancelled while the tool runs; long tools should check it."""
 
@@ -139,6 +151,9 @@ class ToolSpec:
     rate: int | None = None
     pager: Callable[..., Any] | None = None
     args_model: Any = None  # the pydantic model of typed arguments (None: explicit schema)
+    # argument -> the fact of a probe's answer that must hold the same value (empty: every
+    # argument whose name is also a fact of the answer, sensitive ones left out)
+    identity: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         declared = self.reversibility
@@ -234,6 +249,11 @@ def tool(
             transient errors), sensitive (argument names stored redacted), concurrency, rate
             (calls per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
             after ``cursor`` of a paged result; without it the tool is called with ``cursor=``).
+        identity: which facts of the probe's answer identify the effect, as argument names
+            (``("amount", "to")``: the fact has the argument's name) or ``{argument: fact}``.
+            A probe's answer whose fact differs from the argument (or lacks it) is not the
+            call's effect: the call goes ``unknown`` with both shown. Without it, every fact
+            named like a (non-sensitive) argument is compared.
 
     Raises:
         ValueError: when the declaration contradicts itself.
@@ -251,6 +271,8 @@ def _spec(f: Callable[..., Any], *, name: str | None, parameters: dict[str, Any]
     """Return the checked ToolSpec of ``f`` (typed arguments when no schema is given)."""
     tool_name = name or f.__name__
     model = None
+    if "identity" in options:
+        options["identity"] = _identity(tool_name, options["identity"])
     if parameters is None:
         model = toolschema.args_model(f, name=tool_name)
         options.update(_typed_hooks(options, model))
@@ -264,6 +286,21 @@ def _spec(f: Callable[..., Any], *, name: str | None, parameters: dict[str, Any]
     )
     _check(spec)
     return spec
+
+
+def _identity(name: str, value: Any) -> dict[str, str]:
+    """Return ``identity=`` as {argument: fact}, or raise ValueError saying what is wrong."""
+    if isinstance(value, str):
+        value = (value,)
+    if isinstance(value, dict):
+        pairs = dict(value)
+    elif isinstance(value, (tuple, list)):
+        pairs = {v: v for v in value}
+    else:
+        raise ValueError(f"tool {name}: identity must be argument names or {{argument: fact}}")
+    if not all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in pairs.items()):
+        raise ValueError(f"tool {name}: identity names must be non-empty strings")
+    return pairs
 
 
 def _typed_hooks(options: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -282,6 +319,13 @@ def _check(spec: ToolSpec) -> None:
         raise ValueError(f"tool {spec.name}: effect must be 'read' or 'write'")
     if spec.approval == "policy" and spec.approval_policy is None:
         raise ValueError(f"tool {spec.name}: approval='policy' needs approval_policy=")
+    if spec.identity and spec.probe is None:
+        raise ValueError(f"tool {spec.name}: identity= says how to read a probe's answer; "
+                         "declare probe= too")
+    unknown = sorted(set(spec.identity) - set((spec.parameters or {}).get("properties") or {}))
+    if unknown:
+        raise ValueError(f"tool {spec.name}: identity names {', '.join(unknown)}, which "
+                         "is not among its arguments")
     if spec.compensate is not None and not spec.is_write:
         raise ValueError(f"tool {spec.name}: only a write tool can have compensate=")
     try:

@@ -40,6 +40,7 @@ class BlockReason(models.TextChoices):
     # A failure escaped a tick without losing its process (runs.engine.runtime.tick_failure).
     CONFIG_ERROR = "config_error"
     INTERNAL_ERROR = "internal_error"
+    MODEL_REFUSED = "model_refused"
 
 
 class WaitKind(models.TextChoices):
@@ -92,6 +93,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.ROLLED_BACK: "Rolled back: waits for a person",
     BlockReason.CONFIG_ERROR: "Configuration error",
     BlockReason.INTERNAL_ERROR: "Unexpected error",
+    BlockReason.MODEL_REFUSED: "The model refused",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

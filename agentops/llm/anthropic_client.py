@@ -37,7 +37,7 @@ from agentops.llm.repair import complete_with_repair
 # The Messages API requires max_tokens on every request.
 DEFAULT_MAX_TOKENS = 1024
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
-           "max_tokens": "length", "refusal": "content_filter"}
+           "max_tokens": "length", "refusal": "refusal"}
 # The SDK's body encoding (compact, UTF-8, no NaN), so a plain call sends the SDK's bytes.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

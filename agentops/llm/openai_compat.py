@@ -155,12 +155,13 @@ class OpenAICompatClient:
             # legacy single function_call, still sent by some servers
             raw_calls = [{"function": message["function_call"]}]
         usage = completion.get("usage") or {}
+        refusal = message.get("refusal") or ""
         return ModelReply(
-            text=message.get("content") or "",
+            text=message.get("content") or "", refusal=refusal if isinstance(refusal, str) else "",
             tool_calls=tuple(_tool_call(call, cut_off=finish == "length") for call in raw_calls),
             usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
                         completion_tokens=usage.get("completion_tokens") or 0),
-            finish_reason=finish,
+            finish_reason="refusal" if refusal and finish == "stop" else finish,
             model=completion.get("model") or self.model,
         )
 
@@ -168,6 +169,7 @@ class OpenAICompatClient:
 def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
     """Assemble a ModelReply from streamed chunks, passing text pieces to ``sink``."""
     text: list[str] = []
+    refusal: list[str] = []
     calls: dict[int, dict[str, str]] = {}
     finish, usage, name = "", None, model
     for chunk in chunks:
@@ -178,6 +180,8 @@ def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
             if delta is not None and delta.content:
                 text.append(delta.content)
                 sink(delta.content)
+            if delta is not None and getattr(delta, "refusal", None):
+                refusal.append(delta.refusal)
             for part in (delta.tool_calls or ()) if delta is not None else ():
                 slot = calls.setdefault(part.index or 0, {"id": "", "name": "", "arguments": ""})
                 slot["id"] = part.id or slot["id"]
@@ -196,7 +200,8 @@ def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
                                          provider_id=c["id"]) for _, c in sorted(calls.items())),
         usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                     completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
-        finish_reason=finish, model=name)
+        finish_reason="refusal" if refusal and finish == "stop" else finish, model=name,
+        refusal="".join(refusal))
 
 
 def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:

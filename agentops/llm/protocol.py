@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 TextSink = Callable[[str], None]
+# finish reasons that mean the model (or its provider's filter) refused to answer
+REFUSALS = ("content_filter", "refusal")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ModelReply:
 
     ``repairs`` lists what was wrong with earlier answers of the same call that a repair turn
     sent back to the model (see ModelOptions.repair_turns); usage covers them all.
+    ``refusal`` is what the provider said when the model refused (OpenAI's
+    ``message.refusal``); a refusal also shows as ``finish_reason`` "refusal" (Anthropic's
+    ``stop_reason: "refusal"``, OpenAI's refusal field) or "content_filter".
     """
 
     text: str = ""
@@ -55,6 +60,12 @@ class ModelReply:
     finish_reason: str = "stop"
     model: str = ""
     repairs: tuple[str, ...] = ()
+    refusal: str = ""
+
+    @property
+    def refused(self) -> bool:
+        """Return True when the model refused and left nothing usable (no tool call)."""
+        return not self.tool_calls and (bool(self.refusal) or self.finish_reason in REFUSALS)
 
 
 @dataclass(frozen=True)

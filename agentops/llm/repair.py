@@ -40,6 +40,8 @@ def complete_with_repair(send: Send, *, messages: list[dict[str, Any]],
 def reply_problems(reply: ModelReply, *, tools: list[dict[str, Any]],
                    tool_choice: Any) -> list[str]:
     """Return what makes ``reply`` unusable for the tools offered (empty when it is fine)."""
+    if reply.refused:
+        return []  # asking the same again gets the same refusal; the engine stops the step
     if not reply.tool_calls:
         forced = tool_choice not in (None, "auto", "none") and tools
         return ["a tool call was required but the reply had none"] if forced else []

@@ -32,7 +32,8 @@ class FailureClass(StrEnum):
     AMBIGUOUS_WRITE = "ambiguous_write"
     DRIFT = "drift"
     CONTEXT_OVERFLOW = "context_overflow"
-    MODEL_REFUSED = "model_refused"
+    MODEL_REFUSED = "model_refused"  # the provider refused the request as malformed
+    MODEL_REFUSAL = "model_refusal"  # the model (or its content filter) refused to answer
     MODEL_AUTH = "model_auth"
     SELF_CHECK = "self_check"
     INCOMPLETE_STEP = "incomplete_step"
@@ -58,6 +59,7 @@ _CATEGORY = {
     "ambiguous_write": FailureClass.AMBIGUOUS_WRITE, "drift": FailureClass.DRIFT,
     "context_overflow": FailureClass.CONTEXT_OVERFLOW,
     "invalid_request": FailureClass.MODEL_REFUSED,
+    "model_refused": FailureClass.MODEL_REFUSAL,
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
     "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
     "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
@@ -129,6 +131,12 @@ TABLE: dict[FailureClass, Row] = {
                             "the step does not fit the model's window even after compaction"),
     F.MODEL_REFUSED: Row("terminate", ("retry", "skip"),
                          "the model provider refused the request as malformed"),
+    F.MODEL_REFUSAL: Row("skip", ("terminate", "retry"),
+                         "the model refused to do this step (its own refusal or its provider's "
+                         "content filter); asking the same context again gets the same "
+                         "refusal, so rephrase the step or edit the agent's instructions (a new "
+                         "version) before a retry, or skip the step", retry_can_help=False,
+                         retry_means="asks the model the same again"),
     F.MODEL_AUTH: Row("retry", ("terminate",),
                       "the model provider refused our credentials; fix them, then retry",
                       retry_means="calls the model again"),

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from approvals.consequences import Traits, consequence
 from approvals.recommend.classes import TABLE, FailureClass, Recommendation, Row
+from approvals.recommend.contradiction import contradiction_choice
 from approvals.recommend.evidence import confirm_choice
 from approvals.recommend.situation import Situation
 
@@ -32,7 +33,8 @@ def _decide(sit: Situation) -> Recommendation:
     if sit.failure == F.TIMER_WAIT:
         return _wait(sit)
     if sit.failure == F.AMBIGUOUS_WRITE:
-        return _with_rollback(sit, confirm_choice(sit))
+        return _with_rollback(sit, contradiction_choice(sit) if sit.evidence.probe == "different"
+                              else confirm_choice(sit))
     row = TABLE[sit.failure]
     if sit.failure == F.VERSION_GONE:
         rec = _version_gone(sit, row)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.agents import registry
+from agentops.jsonstate import canonical_json
 from approvals.models import Intervention
 from approvals.recommend.classes import failure_class
 from approvals.recommend.situation import Evidence, Situation
@@ -151,7 +152,33 @@ def evidence(run: Any, call: Any, spec: Any, hint: dict[str, Any] | None = None)
                                 and d.get("tool_call") != call.tool_call_id),
         reconfirmed=sum(1 for a, d in same_tool if a == "run.confirm_not_executed"
                         and d.get("tool_call") == call.tool_call_id),
+        differs=differs_read(hint.get("differs") or marker.get("differs") or []),
     )
+
+
+def contradiction_read(*, run: Any) -> dict[str, Any] | None:
+    """Return the asked-vs-found of an ``unknown`` run whose probe found something else."""
+    if getattr(run, "status", "") != "unknown" or not run.current_tool_call or run.pk is None:
+        return None
+    data = (Event.objects.filter(run=run, tool_call_id=run.current_tool_call,
+                                 type="tool.unknown").order_by("-seq")
+            .values_list("data", flat=True).first()) or {}
+    if data.get("probe") != "different":
+        return None
+    call = ledger_call(run, run.current_tool_call)
+    return {"tool": call.tool if call else "", "tool_call_id": run.current_tool_call,
+            "rows": differs_read(data.get("differs") or []),
+            "found_summary": str(data.get("found_summary") or "")}
+
+
+def differs_read(differs: list[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """Return a contradicting probe's (argument, asked, found) as text, from its event data."""
+    return tuple((str(d.get("argument", "")), _text(d.get("asked")), _text(d.get("found")))
+                 for d in differs if isinstance(d, dict))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_json(value)
 
 
 def situation_read(*, run: Any, state: dict[str, Any], category: str, tool: str = "",

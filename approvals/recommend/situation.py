@@ -18,13 +18,15 @@ WRITE_EFFECTS = ("idempotent", "reversible", "manual", "irreversible")
 class Evidence:
     """What is known about an ambiguous write: the probe's answer and the attempt's timing."""
 
-    probe: str = "none"  # none | unreachable | not_found_early
+    probe: str = "none"  # none | unreachable | not_found_early | different
     cause: str = ""  # timeout | worker_lost | transient (what made it ambiguous)
     elapsed_ms: int | None = None  # how long the attempt ran before it failed
     timeout_s: float | None = None  # the tool's declared timeout
     executed_before: int = 0  # this tool's earlier unknown calls people confirmed executed
     not_executed_before: int = 0  # ... and confirmed not executed
     reconfirmed: int = 0  # this call was confirmed "not executed" before and went unknown again
+    # probe "different": what the call asked vs what the probe found, per identifying fact
+    differs: tuple[tuple[str, str, str], ...] = ()  # (argument, asked, found) as text
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from django.views.decorators.http import require_GET
 from agentops import clock
 from approvals.actions import actions_for
 from approvals.recommend.advice import advice_for
+from approvals.recommend.children import children_advice
+from approvals.recommend.reading import contradiction_read
 from approvals.recommend.repeats import guard_evidence
 from runs import selectors as sel
 from runs.errors import RunNotFound
@@ -76,6 +78,8 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "timeline": timeline(detail.steps), "exceptions": exceptions,
             "stands": run_what_stands(run=run),
             "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
+            "contradiction": contradiction_read(run=run),
+            "children_advice": children_advice(run=run),
             "stuck": is_stuck(run.status),
             "breaker_until": sel.tool_breaker_closes_at(
                 tool=detail.tool_call.tool if detail.tool_call else "")}

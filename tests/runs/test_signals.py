@@ -99,7 +99,11 @@ def test_children_run_independently_and_a_failed_child_does_not_redo_siblings(en
     assert sweep_once().children == []  # one child still going
     run_cancel(run=second, actor="op", reason="bad input")
     assert sweep_once().children == [parent.pk]
-    assert drive(parent) == "succeeded"
+    # The cancelled child's work was not done: the parent is not a clean success (issue 40).
+    assert drive(parent) == "completed_with_exceptions"
+    parent.refresh_from_db()
+    assert [(e["kind"], e["child"]) for e in parent.exceptions] == [("child_exceptions",
+                                                                      str(second.pk))]
     facts = load_state(parent.pk)["facts"]
     (result,) = facts.values()
     assert [c["status"] for c in result["children"]] == ["succeeded", "cancelled"]

@@ -48,6 +48,7 @@ POLICY: dict[str, Rule] = {
     "drift": Rule("stop", BlockReason.DRIFT),
     "approval_expired": Rule("stop", BlockReason.APPROVAL_EXPIRED),
     "incomplete_step": Rule("stop", BlockReason.INCOMPLETE_STEP),
+    "model_refused": Rule("stop", BlockReason.MODEL_REFUSED),
     "self_check_failed": Rule("stop", BlockReason.SELF_CHECK_FAILED),
     # Raised out of a tick (runs.engine.runtime.tick_failure): the same tick would fail the
     # same way, so the run stops at the first occurrence instead of burning recoveries.

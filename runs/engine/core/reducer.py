@@ -267,6 +267,15 @@ def _tool_unknown(state: State, d: dict[str, Any], e: Event) -> None:
         call["unknown"] = True
 
 
+@_on(EventType.CHILDREN_ENDED)
+def _children_ended(state: State, d: dict[str, Any], e: Event) -> None:
+    # A child that did not do all its work keeps its parent from a clean success.
+    for child in d.get("children", []):
+        exception_note(state, e, "child_exceptions", child=child["id"],
+                       agent=child.get("agent", ""), outcome=child.get("status", ""),
+                       by="", why="; ".join(child.get("what", []))[:500])
+
+
 @_on(EventType.WAIT_STARTED)
 def _wait_started(state: State, d: dict[str, Any], e: Event) -> None:
     state["wait"] = {"kind": d["kind"], "until": d.get("until"), "data": d.get("data", {})}

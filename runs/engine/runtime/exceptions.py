@@ -26,6 +26,7 @@ _WHAT = {
     "finished_partial": "an operator finished the run with partial results{not_done}",
     "cancelled": "the run was cancelled",
     "refused_call": "{tool} ({tool_call_id}) was refused{for_} and never made",
+    "child_exceptions": "child run {child_short} ({agent}) ended {outcome_words}",
 }
 
 
@@ -36,6 +37,8 @@ def exception_what(item: dict[str, Any]) -> str:
     # The finish-partial report names every step left undone, not just that some were.
     steps = item.get("steps") or []
     fields["not_done"] = f"; not done: {', '.join(steps)}" if steps else "; every step was done"
+    fields["child_short"] = str(item.get("child", ""))[:8]
+    fields["outcome_words"] = str(item.get("outcome", "")).replace("_", " ")
     return _WHAT.get(item["kind"], item["kind"]).format(**fields)
 
 

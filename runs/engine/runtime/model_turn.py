@@ -189,6 +189,9 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     s = session.state
     turn = s["turn"]
     usage = {"tokens": reply.usage.total_tokens, "cost_micros": reply.usage.cost_micros}
+    if reply.refused:
+        _refused(session, step, turn, usage, reply)
+        return
     if reply.finish_reason == "length" and (not reply.tool_calls or any(
             c.arguments is None for c in reply.tool_calls)):
         _invalid_output(session, step, turn, usage, "the reply was cut off (finish_reason=length)")
@@ -282,6 +285,19 @@ def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, 
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn, "category": "invalid_output",
                                       "message": message[:300], "usage": usage})
     retry_later(session, step, "invalid_output", message, retry_after=0, events=[event])
+
+
+def _refused(session: RunSession, step: str, turn: int, usage: dict[str, Any],
+             reply: ModelReply) -> None:
+    """Stop the step: the model refused, and asking the same context again gets the same."""
+    said = strip_nul(reply.refusal or reply.text or "")[:300]
+    how = ("its provider's content filter stopped the reply" if reply.finish_reason ==
+           "content_filter" else "the model refused to answer")
+    detail = f"{how} in step {step}" + (f": {said!r}" if said else "")
+    event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn,
+                                              "category": "model_refused",
+                                              "message": detail[:300], "usage": usage})
+    block(session, "model_refused", detail, events=[event])
 
 
 def _finish_step(session: RunSession, step: str, turn: int, text: str,

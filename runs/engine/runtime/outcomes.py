@@ -58,7 +58,8 @@ def go_unknown(session: RunSession, *, tool: str, tool_call_id: str, detail: str
         if e.type == EventType.TOOL_UNKNOWN and e.data.get("id") == tool_call_id:
             evidence.update(cause=e.data.get("category", ""), probe=e.data.get("probe", ""),
                             **({"elapsed_ms": e.data["elapsed_ms"]} if "elapsed_ms" in e.data
-                               else {}))
+                               else {}),
+                            **({"differs": e.data["differs"]} if "differs" in e.data else {}))
     fields = attention_fields(run=session.run, category="ambiguous_write", detail=detail,
                               state=session.state, tool=tool, tool_call_id=tool_call_id,
                               status=RunStatus.UNKNOWN, evidence=evidence or None)

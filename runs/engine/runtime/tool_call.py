@@ -24,7 +24,7 @@ from ledger.models import ToolAttempt, ToolCall
 from ledger.sealed import unseal
 from ledger.services.execute import Outcome, run_calls
 from ledger.services.limits import breaker_open, breaker_writes
-from ledger.services.probe import probe_call
+from ledger.services.probe import contradiction_text, probe_call
 from ledger.services.record import (
     attempt_finish,
     attempts_insert,
@@ -172,7 +172,9 @@ def settle(call: ToolCall, spec: ToolSpec, ctx: ToolContext, args: dict[str, Any
     if outcome.ok:
         return _succeeded(call, n, outcome, started, worker)
     attempt = _attempt(call, n, outcome, started, worker)
-    if outcome.ambiguous and not spec.idempotent:
+    if outcome.ambiguous and (not spec.idempotent or outcome.details.get("probe") == "different"):
+        # A probe that found something else under the key: even an idempotent retry would
+        # return that other effect as ours, so a person decides.
         return _unknown(call, n, outcome, attempt)
     if outcome.category == "invalid_arguments":
         return _model_visible_failure(call, n, outcome, attempt)
@@ -237,12 +239,15 @@ def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
 
 def _unknown(call: ToolCall, n: int, outcome: Outcome, attempt: ToolAttempt) -> Settlement:
     probe = outcome.details.get("probe") or ("unreachable" if call.probeable else "none")
-    ev = NewEvent(EventType.TOOL_UNKNOWN, {"id": call.tool_call_id, "attempt": n,
-                                           "category": outcome.category, "probe": probe,
-                                           "elapsed_ms": attempt.duration_ms},
-                  tool_call_id=call.tool_call_id, attempt=n)
+    data = {"id": call.tool_call_id, "attempt": n, "category": outcome.category, "probe": probe,
+            "elapsed_ms": attempt.duration_ms}
+    if probe == "different":
+        data.update(differs=outcome.details.get("differs") or [],
+                    found_summary=outcome.details.get("found_summary") or "")
+    ev = NewEvent(EventType.TOOL_UNKNOWN, data, tool_call_id=call.tool_call_id, attempt=n)
     why = ("its probe could not be reached" if probe == "unreachable"
-           else "it has no idempotency key and no probe")
+           else contradiction_text(call.tool, data["differs"], data["found_summary"])
+           if probe == "different" else "it has no idempotency key and no probe")
     said = f" ({outcome.message[:300]})" if outcome.message else ""
     detail = (f"{call.tool} ({call.tool_call_id}) {outcome.category} after it may have run"
               f"{said}; {why}, so only a person can say whether it happened")

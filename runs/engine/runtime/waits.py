@@ -180,9 +180,14 @@ def children_wake(*, limit: int = 100) -> list[Any]:
             summary = (f"{facts['succeeded']} of {len(kids)} child runs succeeded"
                        + (f", {facts['with_exceptions']} completed with exceptions"
                           if facts["with_exceptions"] else ""))
-            _wake(run, [result_event(call.tool_call_id, status="succeeded", facts=facts,
-                                     summary=summary)],
-                  [_call_succeeded(call, facts, summary)], why="children")
+            events = [result_event(call.tool_call_id, status="succeeded", facts=facts,
+                                   summary=summary)]
+            trouble = _children_trouble(kids)
+            if trouble:
+                events.append(NewEvent(EventType.CHILDREN_ENDED, {
+                    "tool_call_id": call.tool_call_id, "children": trouble},
+                    tool_call_id=call.tool_call_id))
+            _wake(run, events, [_call_succeeded(call, facts, summary)], why="children")
         _enqueue(run_id)
         woken.append(run_id)
     return woken
@@ -197,6 +202,24 @@ def _children(call_id: str) -> list[dict[str, Any]]:
         if r["status"] in ATTENTION:
             item["attention_reason"] = r["attention_reason"]
         out.append(item)
+    return out
+
+
+def _children_trouble(kids: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the children that did not do all their work, each with what it left undone."""
+    ids = [k["id"] for k in kids if k["status"] != RunStatus.SUCCEEDED]
+    if not ids:
+        return []
+    rows = {str(r["id"]): r for r in Run.objects.filter(pk__in=ids).values(
+        "id", "status", "agent_name", "exceptions", "attention_detail")}
+    out = []
+    for kid in ids:
+        row = rows[kid]
+        what = [str(e.get("what") or e.get("kind", "")) for e in row["exceptions"] or []]
+        if not what and row["status"] not in COMPLETED:
+            what = [row["attention_detail"] or f"it ended {row['status']}; its work was not done"]
+        out.append({"id": kid, "agent": row["agent_name"], "status": row["status"],
+                    "what": [w[:300] for w in what[:10]]})
     return out
 
 
