@@ -157,7 +157,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                                    migrated=True)
         if exc.details.get("broken_modules"):
             # Its module may be the one that failed: say so at once, never "not deployed".
-            _block_unopened(run, "permanent_error", exc.message, state=state)
+            block_unopened(run, "internal_error", exc.message, state=state)
             return None
         try:
             latest = registry.get(run.agent_name).version
