@@ -50,8 +50,7 @@ def _refund(ctx, order: str, amount: float, currency: str) -> ToolResult:
     raise ToolTimeout("payment API: no answer in time (the refund may have been made)")
 
 
-refund = tool(_refund, name="refund", effect="write", idempotent=True, probe=_probe,
-              reversibility="reversible")
+refund = tool(_refund, name="refund", effect="write", idempotent=True, probe=_probe)
 
 
 def _probe_paid(ctx, order: str, amount: float, currency: str) -> Any:
