@@ -16,7 +16,8 @@ from runs.live import QUEUE_GROUP, run_group
 
 log = logging.getLogger("agentops.live")
 _FORBIDDEN = 4403
-_LAYER_LOST = 1011  # an open websocket whose channel layer (Redis) went away
+# An open websocket whose channel layer (Redis) went away (daphne accepts no 1011 from us).
+_LAYER_LOST = 4503
 _outage = {"down": False}  # one log line when Redis goes away, one when it answers again
 
 
@@ -29,10 +30,18 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
         """Serve the websocket; when the channel layer (Redis) fails, refuse or close it.
 
         A failure before ``accept`` refuses the upgrade (the server answers 403, the page
-        keeps polling); after it, the websocket closes with 1011. Either way the process's
+        keeps polling); after it, the websocket closes with 4503. Either way the process's
         layer is dropped, so the next websocket connects to Redis afresh, not through a
         pooled connection that died with the old server.
         """
+        gone = asyncio.Event()  # the browser closed: a late layer error is no outage
+
+        async def receive_noting_disconnect() -> dict[str, Any]:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                gone.set()
+            return message
+
         async def send_noting_accept(message: dict[str, Any]) -> None:
             await send(message)
             if message["type"] == "websocket.accept" and _outage["down"]:
@@ -40,8 +49,11 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
                 log.warning("Redis answers again: live updates are back")
 
         try:
-            await super().__call__(scope, receive, send_noting_accept)
+            await super().__call__(scope, receive_noting_disconnect, send_noting_accept)
         except (RedisError, OSError) as exc:
+            if gone.is_set():
+                log.debug("channel layer error after the websocket closed: %s", exc)
+                return
             await _layer_lost(getattr(self, "channel_layer", None), exc)
             with contextlib.suppress(Exception):  # the browser may have gone already
                 await send({"type": "websocket.close", "code": _LAYER_LOST})

@@ -3,8 +3,9 @@
 A real ``redis-server`` on a free loopback port (started, stopped and started again by the
 test), a real daphne using it as its channel layer, and websocket handshakes sent by hand on
 a socket (a signed-in operator's session cookie). While Redis is down the upgrade is refused
-(HTTP 403, no traceback, one log line for the outage); once Redis is back the very next
-websocket is accepted and receives a message published through Redis.
+(HTTP 403, no traceback, one log line for the outage) and one already open is closed with
+4503; once Redis is back the very next websocket is accepted and receives a message
+published through Redis.
 """
 from __future__ import annotations
 
@@ -115,6 +116,13 @@ def _text_frame(sock: socket.socket) -> str:
     return data.decode()
 
 
+def _close_code(sock: socket.socket) -> int:
+    """Read the close frame the server sends; return its code."""
+    first, size = sock.recv(2)
+    assert first & 0x0F == 0x8, f"not a close frame: {first:#x}"
+    return int.from_bytes(sock.recv(size)[:2], "big")
+
+
 def _publish(url: str) -> None:
     from channels_redis.core import RedisChannelLayer
 
@@ -129,11 +137,12 @@ def test_websocket_without_redis_is_refused_then_works_again(tmp_path: Path, red
     cookie = _session_cookie()
     with daphne_server(tmp_path, REDIS_URL=redis_server.url, LOG_LEVEL="WARNING",
                        SECRET_KEY=settings.SECRET_KEY) as (_, base):
-        sock, status = _handshake(base, cookie)
+        open_ws, status = _handshake(base, cookie)
         assert " 101 " in status, status  # Redis up: live
-        sock.close()
 
         redis_server.stop()
+        closed = _close_code(open_ws)  # the websocket open when Redis went away
+        open_ws.close()
         statuses = []
         for _ in range(RETRIES):
             sock, status = _handshake(base, cookie)
@@ -155,3 +164,4 @@ def test_websocket_without_redis_is_refused_then_works_again(tmp_path: Path, red
     assert log.count("live updates are off") == 1, log
     assert log.count("live updates are back") == 1, log
     assert message == {"type": "run.changed", "run_id": "r-1", "text": "back"}
+    assert closed == 4503
