@@ -120,9 +120,20 @@ class _Keeper:
         with self._lock:
             self._held.pop(key, None)
 
+    def _keeping(self) -> bool:
+        """Return False (and close this thread's connection) once no call is held: an idle
+        keeper holds no database session (a test database could not be dropped under it);
+        the next ``add`` starts a new keeper."""
+        with self._lock:
+            if self._held:
+                return True
+            self._thread = None
+        connection.close()
+        return False
+
     def _loop(self) -> None:
         close_old_connections()
-        while True:
+        while self._keeping():
             self._wake.wait(0.2)
             now = clock.monotonic()
             with self._lock:
