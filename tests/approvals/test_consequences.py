@@ -116,7 +116,8 @@ def test_rollback_holds_the_run_and_does_not_refund_again(demo, users):
     dialog = client.get(url, {"to_seq": to_seq}).content.decode()
     assert "undone by its compensation; then the run waits for a person" in dialog
     done = client.post(url, {"to_seq": to_seq, "reason": "wrong order", "confirm": "45",
-                             "then": "hold", "seen_seq": run.last_seq})
+                             # the dialog's "then open the next stuck run" box shares the name
+                             "then": ["hold", "next"], "seen_seq": run.last_seq})
     assert done.status_code == 302, done.content.decode()
     assert drive(run) == "blocked"
     run.refresh_from_db()

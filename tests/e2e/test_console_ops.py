@@ -59,7 +59,7 @@ def test_operator_rolls_back_to_before_the_refund(engine, new_page, live_server,
     picker.select_option(str(before_refund))
     row = dialog.locator(f'tr[data-call="{refund.tool_call_id}"]')
     row.wait_for()
-    assert "compensated (undone)" in row.inner_text() and "idempotent" in row.inner_text()
+    assert "undone by its compensation" in row.inner_text() and "idempotent" in row.inner_text()
     email = ToolCall.objects.get(run=run, tool="email")
     dialog.locator(f'tr[data-call="{email.tool_call_id}"] input[name=ticked]').check()
     _fits(page, ".rerun-table th, .rerun-table td")
@@ -73,7 +73,7 @@ def test_operator_rolls_back_to_before_the_refund(engine, new_page, live_server,
     dialog.locator("input[name=confirm]").fill("250")
     dialog.locator("button[type=submit]").click()
     page.screenshot(path=str(SCREENSHOTS / "ops_rollback_after_submit.png"))
-    page.locator(".panel .pill-queued").wait_for()
+    page.locator(".panel .pill-blocked").wait_for()  # held at the checkpoint for a person
     assert "Roll back: done." in page.locator(".flash").inner_text()
     refund.refresh_from_db()
     assert refund.status == "compensated" and world.count("unrefund") == 1

@@ -151,6 +151,7 @@ def test_decide_and_next_walks_the_stuck_runs(new_page, live_server, stuck):
     dialog.wait_for(state="visible")
     assert "did not execute" in dialog.locator("h2").inner_text()
     dialog.locator("textarea[name=reason]").fill("the mail log shows nothing sent")
+    dialog.locator("input[name=confirm]").fill("again")  # no key: it may be sent twice
     dialog.locator("button[type=submit]").click()
     page.wait_for_url(f"{live_server.url}/runs/{newest.pk}/")
 

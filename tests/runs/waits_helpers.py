@@ -20,8 +20,10 @@ def later(seconds: float):
 def approval_agent(name: str, on_expiry: str, script: dict) -> Agent:
     """Register an agent whose ``refund`` tool needs approval and expires per ``on_expiry``."""
 
-    @tool(effect="write", idempotent=True, approval="always", approval_expiry_s=60,
-          approval_on_expiry=on_expiry)
+    # "manual": a person can undo it, so its author may let an expiry cancel the run (an
+    # undeclared write without a compensation is irreversible: an expiry always denies it).
+    @tool(effect="write", idempotent=True, reversibility="manual", approval="always",
+          approval_expiry_s=60, approval_on_expiry=on_expiry)
     def refund(ctx, order: str) -> ToolResult:
         """Refund an order."""
         return ToolResult(facts={"refunded": order}, summary=f"refunded {order}")
