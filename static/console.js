@@ -175,9 +175,11 @@
     var banner = document.getElementById("live-off");
     if (!banner) { return; }
     var every = parseFloat(banner.getAttribute("data-poll-s") || "0");
-    banner.textContent = "Live updates are off: the server cannot push changes right now. " +
-      (every > 0 ? "This page checks for changes every " + every + " s instead."
-                 : "This page does not refresh by itself: reload it to see changes.");
+    banner.textContent = "Live updates are off: " +
+      (every > 0 ? "this page checks for changes every " + every + " s"
+                 : "reload to see changes");
+    banner.title = "The server cannot push changes right now (is Redis reachable?). " +
+      (every > 0 ? "This page polls instead." : "Polling is off, so this page does not refresh by itself.");
     banner.hidden = !off;
   }
   function showModelText(data) {

@@ -82,6 +82,7 @@ def test_support_inbox_polls_without_redis_and_says_so(new_page, live_server, se
     banner.wait_for(state="visible", timeout=5000)
     text = banner.inner_text()
     assert "Live updates are off" in text and "every 1 s" in text
+    assert banner.locator("xpath=ancestor::header").count() == 1  # in the top bar
     sam.evaluate("window.__sameDocument = true")
     second = make_approval(make_attention_run("waiting"), tool="send_email",
                            args={"to": "b@example.com"})
