@@ -58,6 +58,9 @@ def test_unknown_write_keeps_the_tools_own_words_exit_code():
     words = "place_order_raw timed out: supplier API timed out after the order was sent"
     assert words in run.ledger.get().error
     assert words in run.attention_detail
+    # The evidence line reads as a sentence: never "timed out after 0.0s after the request".
+    assert "it timed out after the request was sent (the attempt ran " in run.recommendation_why
+    assert "s after the request" not in run.recommendation_why
 
 
 def test_run_inline_without_model_settings_ends_the_run_config_error():
