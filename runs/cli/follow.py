@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
-from agentops.errors import AgentOpsError
+from agentops.errors import AgentOpsError, ConfigError
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.transition import run_transition
 from runs.engine.runtime.queue import worker_name
@@ -124,5 +124,6 @@ def _inline_end(run: Run, exc: AgentOpsError, out: Any) -> None:
     out.write(f"error: {detail}\n")
     run.refresh_from_db()
     if run.status == RunStatus.RUNNING and run.lease_owner == worker_name():
-        run_transition(run, RunStatus.BLOCKED, reason="permanent_error", detail=detail,
+        reason = "config_error" if isinstance(exc, ConfigError) else "internal_error"
+        run_transition(run, RunStatus.BLOCKED, reason=reason, detail=detail,
                        expected_version=run.version)

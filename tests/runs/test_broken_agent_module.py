@@ -30,7 +30,7 @@ def test_broken_module_blocks_only_its_agents_runs_config_error(broken_deploy):
     orphaned = make_run(agent="author_broken")  # queued before the module broke
     good = run_start(agent="author_good", goal="find bolts")
     assert drive(orphaned) == "blocked"
-    assert orphaned.attention_reason == "permanent_error"
+    assert orphaned.attention_reason == "internal_error"
     assert "agent module tests.broken_agents failed to import: ModuleNotFoundError: No module " \
            "named 'agentops_missing_supplier_sdk'" in orphaned.attention_detail
     assert drive(good) == "succeeded"
