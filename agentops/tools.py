@@ -241,19 +241,15 @@ def tool(
             (None = it did not). compensate: ``compensate(ctx, facts, **args)`` undoes it;
             ``ctx.idempotency_key`` is ``"<original key>:undo"`` and it must return a
             ToolResult or dict acknowledging the undo (None is recorded as a failed undo).
-        reversibility: "reversible" (needs ``compensate``), "manual" (a person undoes it)
-            or "irreversible"; left out, a write with ``compensate`` is reversible and one
-            without is irreversible (nothing is offered as undoable that cannot be undone).
+        reversibility: "reversible" (needs ``compensate``; its default), "manual" or "irreversible".
         approval ("never" | "always" | "policy" with ``approval_policy(args)``
             returning a reason when a person must approve), timeout (s), retry (attempts on
             transient errors), sensitive (argument names stored redacted), concurrency, rate
             (calls per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
             after ``cursor`` of a paged result; without it the tool is called with ``cursor=``).
-        identity: which facts of the probe's answer identify the effect, as argument names
-            (``("amount", "to")``: the fact has the argument's name) or ``{argument: fact}``.
-            A probe's answer whose fact differs from the argument (or lacks it) is not the
-            call's effect: the call goes ``unknown`` with both shown. Without it, every fact
-            named like a (non-sensitive) argument is compared.
+        identity: the probe's facts that identify the effect (argument names, or
+            ``{argument: fact}``; default: every fact named like a non-sensitive argument).
+            A fact that differs leaves the call ``unknown`` with both shown (docs/sdk.md).
 
     Raises:
         ValueError: when the declaration contradicts itself.

@@ -25,10 +25,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     module that does not import stops the worker here, naming it, instead of failing every
     tick of every agent later.
     """
-    broken = registry.broken_modules()
-    if broken:
-        raise AgentModulesBroken("; ".join(f"agent module {m} failed to import: {e}"
-                                           for m, e in broken.items()))
+    _agent_modules_check()
     die_with_parent_install()
     if workers:
         settings.Q_CLUSTER["workers"] = workers
@@ -51,11 +48,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
                                   kwargs={"name": sweeper_name()}, daemon=True)
         thread.start()
     if out:
-        out.write(f"worker up: q2 cluster {settings.Q_CLUSTER['name']} with "
-                  f"{settings.Q_CLUSTER['workers']} processes"
-                  f"{', sweeper every %.1fs' % settings.AGENTOPS_SWEEP_INTERVAL_S if sweeper else ''}"
-                  f"; lease TTL {settings.AGENTOPS_LEASE_TTL_S:.1f}s\n")
-        out.flush()
+        _say_up(out, sweeper=sweeper)
     while cluster.sentinel is not None and cluster.sentinel.is_alive() and not stop.is_set():
         time.sleep(0.2)
     stop.set()
@@ -63,6 +56,23 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     if thread is not None:
         thread.join(timeout=settings.AGENTOPS_SWEEP_INTERVAL_S + 5)
     return 0
+
+
+def _say_up(out: Any, *, sweeper: bool) -> None:
+    """Write the one line that says the worker is up, and with what."""
+    out.write(f"worker up: q2 cluster {settings.Q_CLUSTER['name']} with "
+              f"{settings.Q_CLUSTER['workers']} processes"
+              f"{', sweeper every %.1fs' % settings.AGENTOPS_SWEEP_INTERVAL_S if sweeper else ''}"
+              f"; lease TTL {settings.AGENTOPS_LEASE_TTL_S:.1f}s\n")
+    out.flush()
+
+
+def _agent_modules_check() -> None:
+    """Raise AgentModulesBroken naming every AGENTOPS_AGENTS module that failed to import."""
+    broken = registry.broken_modules()
+    if broken:
+        raise AgentModulesBroken("; ".join(f"agent module {m} failed to import: {e}"
+                                           for m, e in broken.items()))
 
 
 def _idle_transactions_end() -> None:

@@ -189,17 +189,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     s = session.state
     turn = s["turn"]
     usage = {"tokens": reply.usage.total_tokens, "cost_micros": reply.usage.cost_micros}
-    if reply.refused:
-        _refused(session, step, turn, usage, reply)
-        return
-    if reply.finish_reason == "length" and (not reply.tool_calls or any(
-            c.arguments is None for c in reply.tool_calls)):
-        _invalid_output(session, step, turn, usage, "the reply was cut off (finish_reason=length)")
-        return
-    unstorable = _unstorable_call(reply)
-    if unstorable:
-        _invalid_output(session, step, turn, usage, f"the reply holds a {unstorable}; send "
-                        "arguments as valid UTF-8 JSON")
+    if _reply_unusable(session, step, turn, usage, reply):
         return
     if step == PLAN_STEP:
         _record_plan(session, turn, reply, usage)
@@ -228,6 +218,24 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         return
     plan_calls(session, step, turn, planned, NewEvent(EventType.MODEL_REPLIED, data),
                execute_reads_inline)
+
+
+def _reply_unusable(session: RunSession, step: str, turn: int, usage: dict[str, Any],
+                    reply: ModelReply) -> bool:
+    """Record a refusal, a cut-off reply or unstorable arguments; True when it was one."""
+    if reply.refused:
+        _refused(session, step, turn, usage, reply)
+        return True
+    if reply.finish_reason == "length" and (not reply.tool_calls or any(
+            c.arguments is None for c in reply.tool_calls)):
+        _invalid_output(session, step, turn, usage, "the reply was cut off (finish_reason=length)")
+        return True
+    unstorable = _unstorable_call(reply)
+    if unstorable:
+        _invalid_output(session, step, turn, usage, f"the reply holds a {unstorable}; send "
+                        "arguments as valid UTF-8 JSON")
+        return True
+    return False
 
 
 def _repaired(reply: ModelReply) -> dict[str, Any]:
