@@ -131,7 +131,8 @@ def test_a_slot_whose_unit_did_not_commit_stops_before_handing_its_connection_ba
 
 def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine, monkeypatch):
     """A tick's outcome is told only once its units committed: the run changes under the
-    third progress unit, which is then in flight; the tick ends ``lease_lost`` (not
+    second progress unit sent without waiting (a read's attempt opens in a fenced unit, so a
+    no-op turn sends fewer of them), which is then in flight; the tick ends ``lease_lost`` (not
     ``succeeded``), and the log ends with the unit before."""
     import bench.agents  # noqa: F401  (bench-noop: a no-op tool per turn)
 
@@ -144,7 +145,7 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
 
     def send(raw, sql, params, what, on_row):
         sent["n"] += 1
-        if sent["n"] == 3:  # another writer, on its own connection, just before this unit
+        if sent["n"] == 2:  # another writer, on its own connection, just before this unit
             sent["told_then"] = len(told)
             import psycopg
 
@@ -158,7 +159,7 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
 
     monkeypatch.setattr(unit_overlap, "unit_send", send)
     assert run_tick(run_id, worker="w-overlap") == "lease_lost"
-    assert sent["n"] == 3, "the worker went on after the unit that did not commit"
+    assert sent["n"] == 2, "the worker went on after the unit that did not commit"
     assert Event.objects.filter(run_id=run_id).order_by("-seq").values_list(
         "seq", flat=True).first() == sent["seq"]
     assert Run.objects.get(pk=run_id).status == "running"  # left to lease expiry and recovery
@@ -208,12 +209,12 @@ def test_a_unit_that_failed_in_a_tick_ended_otherwise_is_not_the_next_tick_s(eng
 
     def send(raw, sql, params, what, on_row):
         sent["n"] += 1
-        if sent["n"] == 3:
+        if sent["n"] == 2:
             Run.objects.filter(pk=first).update(version=F("version") + 1)
         real_send(raw, sql, params, what, on_row)
 
     def unit(session):
-        if sent["n"] >= 3 and session.run.pk == first:
+        if sent["n"] >= 2 and session.run.pk == first:
             raise LeaseLost("the keeper found the lease lost")  # before any read of the unit
         real_unit(session)
 

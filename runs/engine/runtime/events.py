@@ -149,6 +149,11 @@ def _append_rows(
     owner: str,
     overlap: bool = False,
 ) -> list[NewEvent]:
+    if expected_version is not None:
+        # A unit follows the one still in flight only once that one committed: read it (and
+        # stop, LeaseLost, if it did not) before any path below writes, whose own version
+        # check could otherwise match the version another writer left.
+        unit_sql.unit_settled()
     if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
         # A keyed event may meet its twin (IntegrityError, sorted out below): never overlapped.
         overlap = overlap and not any(e.key for e in events)

@@ -2,8 +2,7 @@
 
 The reply and the ledger rows of the calls it asks for commit together (before_tool_call).
 When every call is a plain read, they run inline: the reply, their rows and their opened
-attempts go out in one unit without waiting for its commit, the reads run, their results
-commit as the next unit.
+attempts commit as one unit, the reads run, their results commit as the next unit.
 """
 from __future__ import annotations
 

@@ -60,9 +60,9 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     if not _admitted(session, step, calls, events, new_rows):  # 1. check
         return
     writes = [c for c in calls if c.effect == "write"]
-    # 2. fence: every call's attempt opens before it runs (reads too: a call run again after
-    # its worker died gets the next attempt number); with a write, in a commit proving the lease
-    _mark_running(session, calls, events, new_rows, fence=bool(writes))
+    # 2. fence: every call's attempt opens in a commit proving the lease before it runs (reads
+    # too: a call run again after its worker died gets the next attempt number)
+    _mark_running(session, calls, events, new_rows)
     events, new_rows = [], False
     jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes))  # 3. run
     settled = [parked_settlement(session, c, ctx)  # 4. settle
@@ -118,9 +118,11 @@ def call_job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, 
 
 
 def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEvent],
-                  new_rows: bool, *, fence: bool) -> None:
-    """Open an attempt of each call in one commit: ``fence`` (a write among them) proves the
-    lease and renews it; reads alone go out without waiting (unit_overlap)."""
+                  new_rows: bool) -> None:
+    """Open an attempt of each call in one fenced commit (lease proven, then renewed).
+
+    Waited for, never left in flight: the unit that closes the attempts names the rows it
+    inserted by their ids, which are known once it committed."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
@@ -136,7 +138,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs, also=also, fence=fence)
+    session.commit(evs, also=also, fence=True)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
         a.tool_call.opened_at = now
