@@ -120,6 +120,24 @@ class ToolBusinessRejection(ToolPermanent):
     category = "business_rejection"
 
 
+class ToolCredentialsRefused(ToolPermanent):
+    """The backend refused our credentials (API key, token): every call fails until fixed."""
+
+    category = "credentials"
+
+
+class ToolRequestInvalid(ToolPermanent):
+    """The backend refused the request as invalid (HTTP 400/422): the arguments or the adapter."""
+
+    category = "bad_request"
+
+
+class ToolApiChanged(ToolPermanent):
+    """The backend answered in a shape the tool's adapter does not read (its API changed)."""
+
+    category = "api_changed"
+
+
 class ToolInvalidArguments(InvalidInput, LedgerError):
     """The model's arguments do not fit the tool's schema; the message says where."""
 

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Strict, create_model
 
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
+from approvals.recommend.same_failure import SameFailure, same_failure
 from runs.selectors import run_exceptions
 from runs.stands import run_what_stands
 from runs.statuses import BlockReason, RunStatus
@@ -121,6 +122,18 @@ class WhatStandsOut(Schema):
     not_done: list[NotDoneStepOut]
 
 
+class SameFailureOut(Schema):
+    """Other runs blocked now on the same tool with the same failure meaning."""
+
+    tool: str
+    category: str
+    others: int = Field(description="other runs blocked the same way, now")
+    run_ids: list[str] = Field(description="this run and the others (oldest first, capped)")
+    verb: str = Field(description="the recommended bulk verb, empty when it has none")
+    text: str
+    bulk_url: str = Field(description="the console's bulk form with all of them")
+
+
 class RunOut(RunSummaryOut):
     """A run with its whole projection: waits, attention, usage against budgets."""
 
@@ -150,6 +163,14 @@ class RunOut(RunSummaryOut):
     finished_at: dt.datetime | None
     exceptions: list[RunExceptionOut] = Field(
         description="a completed_with_exceptions run's list; so far, for a live run")
+    same_failure: SameFailureOut | None = Field(
+        None, description="a blocked run's group: other runs blocked on the same tool the "
+                          "same way (one decision for all)")
+
+    @staticmethod
+    def resolve_same_failure(obj: Any) -> SameFailure | None:
+        """Return the other runs blocked like this one, counted now."""
+        return same_failure(run=obj)
 
     what_stands: WhatStandsOut | None = Field(
         description="an ended run's ending and what it left in the world; null while live "

@@ -18,10 +18,13 @@ from django.db.models import Count
 from agentops.demo.models import WorldEffect
 from agentops.tools import ToolContext
 from ledger.errors import (
+    ToolApiChanged,
     ToolBusinessRejection,
+    ToolCredentialsRefused,
     ToolNotFound,
     ToolPermissionDenied,
     ToolRateLimited,
+    ToolRequestInvalid,
     ToolTimeout,
     ToolTransient,
 )
@@ -75,15 +78,26 @@ def fault_of(faults: dict[str, str], name: str) -> tuple[str, str]:
     return kind, arg
 
 
+_PERMANENT = {
+    "permission": lambda name, arg: ToolPermissionDenied(f"{name}: this account may not read "
+                                                         "that data"),
+    "not_found": lambda name, arg: ToolNotFound(f"{name}: no such record"),
+    "reject": lambda name, arg: ToolBusinessRejection(f"{name}: refused: "
+                                                      f"{arg or 'outside the policy'}"),
+    "credentials": lambda name, arg: ToolCredentialsRefused(f"{name}: HTTP 401, the API key "
+                                                            "was refused"),
+    "bad_request": lambda name, arg: ToolRequestInvalid(f"{name}: HTTP 422, "
+                                                        f"{arg or 'the request is invalid'}"),
+    "api_changed": lambda name, arg: ToolApiChanged(f"{name}: the answer has no "
+                                                    f"{arg or 'expected'} field"),
+}
+
+
 def fault_before(ctx: ToolContext, name: str) -> None:
     """Raise the fault injected at ``name`` that strikes before the tool acts."""
     kind, arg = fault_of(faults_for(ctx.run_id), name)
-    if kind == "permission":
-        raise ToolPermissionDenied(f"{name}: this account may not read that data")
-    if kind == "not_found":
-        raise ToolNotFound(f"{name}: no such record")
-    if kind == "reject":
-        raise ToolBusinessRejection(f"{name}: refused: {arg or 'outside the policy'}")
+    if kind in _PERMANENT:
+        raise _PERMANENT[kind](name, arg)
     if kind == "rate_limit" and ctx.attempt == 1:
         delay = float(arg or 30)
         raise ToolRateLimited(f"{name}: rate limited, retry in {delay:g}s", next_retry_delay=delay)

@@ -20,6 +20,9 @@ class FailureClass(StrEnum):
     STALL = "stall"
     TURN_LIMIT = "turn_limit"
     PERMISSION = "permission"
+    CREDENTIALS = "credentials"
+    BAD_REQUEST = "bad_request"
+    API_CHANGED = "api_changed"
     NOT_FOUND = "not_found"
     BUSINESS_REJECTION = "business_rejection"
     PERMANENT = "permanent"
@@ -48,7 +51,8 @@ _CATEGORY = {
     "invalid_output": FailureClass.INVALID_OUTPUT, "invalid_arguments": FailureClass.INVALID_OUTPUT,
     "loop": FailureClass.LOOP, "stall": FailureClass.STALL, "turn_limit": FailureClass.TURN_LIMIT,
     "permission": FailureClass.PERMISSION, "auth_error": FailureClass.MODEL_AUTH,
-    "not_found": FailureClass.NOT_FOUND, "business_rejection": FailureClass.BUSINESS_REJECTION,
+    "not_found": FailureClass.NOT_FOUND, "credentials": FailureClass.CREDENTIALS,
+    "bad_request": FailureClass.BAD_REQUEST, "api_changed": FailureClass.API_CHANGED, "business_rejection": FailureClass.BUSINESS_REJECTION,
     "permanent": FailureClass.PERMANENT, "tool_error": FailureClass.PERMANENT,
     "rate_limited": FailureClass.RATE_LIMIT,
     "timeout": FailureClass.OUTAGE, "server_error": FailureClass.OUTAGE,
@@ -98,11 +102,26 @@ TABLE: dict[FailureClass, Row] = {
     F.TURN_LIMIT: Row("skip", ("retry", "terminate"),
                       "the step used every model turn its agent allows without finishing",
                       retry_means="gives the step a fresh allowance of model turns"),
-    F.PERMISSION: Row("skip", ("retry", "terminate"),
+    F.PERMISSION: Row("retry", ("terminate", "skip"),
                       "the tool's account lacks permission; the same call is refused until "
-                      "someone grants it"),
-    F.NOT_FOUND: Row("skip", ("retry", "terminate"),
-                     "the tool says what it was asked for does not exist", retry_can_help=False),
+                      "someone grants it: grant it, then retry"),
+    F.CREDENTIALS: Row("retry", ("terminate", "skip"),
+                       "the tool's backend refused our credentials (API key or token); every "
+                       "call is refused until someone fixes them: fix the credential, then "
+                       "retry"),
+    F.NOT_FOUND: Row("terminate", ("skip", "retry"),
+                     "the tool says what it was asked for does not exist, so the run's input "
+                     "(or what the model asked for) is likely wrong: terminate and start again "
+                     "with a corrected input, or skip the step if it is optional",
+                     retry_can_help=False),
+    F.BAD_REQUEST: Row("terminate", ("retry", "skip"),
+                       "the tool's backend refused the request as invalid: the arguments, or "
+                       "the tool's adapter that builds the request, are wrong; fix the adapter "
+                       "and retry, or terminate", retry_can_help=False),
+    F.API_CHANGED: Row("retry", ("terminate", "skip"),
+                       "the tool's backend answered in a shape its adapter does not read (its "
+                       "API may have changed); every call fails the same way until someone "
+                       "fixes the adapter: fix it, then retry"),
     F.BUSINESS_REJECTION: Row("skip", ("terminate", "retry"),
                               "the tool refused the request on business grounds; the same "
                               "request gets the same answer", retry_can_help=False),

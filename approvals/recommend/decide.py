@@ -14,6 +14,7 @@ from approvals.consequences import Traits, consequence
 from approvals.recommend.classes import TABLE, FailureClass, Recommendation, Row
 from approvals.recommend.contradiction import contradiction_choice
 from approvals.recommend.evidence import confirm_choice
+from approvals.recommend.meaning import meaning_why
 from approvals.recommend.situation import Situation
 
 F = FailureClass
@@ -41,7 +42,7 @@ def _decide(sit: Situation) -> Recommendation:
     elif sit.failure == F.BUDGET:
         rec = _budget(sit, row)
     else:
-        rec = Recommendation(row.action, row.why, row.alternatives)
+        rec = Recommendation(row.action, meaning_why(sit, row), row.alternatives)
         rec = _weigh_skip(sit, row, rec)
         rec = _weigh_repeat(sit, rec)
         rec = _weigh_progress(sit, row, rec)

@@ -15,6 +15,7 @@ from agentops.control import RunControl
 from agentops.redaction import EMPTY, Secrets, configured_secrets
 from agentops.tools import ToolContext, ToolSpec
 from ledger.errors import ToolError, ToolInvalidArguments
+from ledger.services.meaning import details_of, meaning_of
 from ledger.services.results import InvalidToolOutput, Layered, result_layer
 
 _POOL = cf.ThreadPoolExecutor(max_workers=16, thread_name_prefix="agentops-tool")
@@ -112,6 +113,13 @@ def classify(spec: ToolSpec, exc: BaseException) -> Outcome:
         return Outcome("failed", category="invalid_arguments",
                        message=f"{spec.name} rejected its arguments{_own_words(exc)}",
                        log=repr(exc))
+    meant = meaning_of(exc)
+    if meant is not None:
+        category, retryable, said = meant
+        return Outcome("failed", category=category,
+                       message=f"{spec.name}: {said}{_own_words(exc)}",
+                       retryable=retryable, ambiguous=retryable and spec.is_write
+                       and category == "transient", log=repr(exc), details=details_of(exc))
     return Outcome("failed", category="tool_error",
                    message=f"{spec.name} failed ({type(exc).__name__}){_own_words(exc)}",
                    log=repr(exc))

@@ -101,12 +101,26 @@ def test_sales_report_writes_a_verifiable_artifact(demo):
         assert f"| {region} | {world.region_sales(region)['total']} |" in report
 
 
-def test_sales_permission_error_blocks_and_recommends_skip(demo):
+def test_sales_permission_error_blocks_and_recommends_granting_it(demo):
     run = _start("sales-report", {"query_sales:eu": "permission"})
     assert drive(run) == "blocked"
-    assert run.attention_reason == "permanent_error" and run.recommended_action == "skip"
+    # issue 40: a permission refusal is fixed where it is refused, then retried (not skipped)
+    assert run.attention_reason == "permanent_error" and run.recommended_action == "retry"
+    assert "query_sales's account lacks permission" in run.recommendation_why
     assert run.current_step == "sales_eu"
     assert ToolCall.objects.get(run=run, tool="query_sales", args={"region": "eu"}).attempts == 1
+
+
+@pytest.mark.parametrize("fault,action,words", [
+    ("credentials", "retry", "create_return_label's backend refused our credentials"),
+    ("api_changed:label_id", "retry", "fix it, then retry"),
+    ("bad_request:weight must be positive", "terminate", "refused the request as invalid"),
+])
+def test_carrier_failures_are_answered_by_what_they_mean(demo, fault, action, words):
+    run = _start("support-returns", {"create_return_label": fault}, order_id="A-1001")
+    assert drive(run) == "blocked"
+    assert run.recommended_action == action and words in run.recommendation_why
+    assert ToolCall.objects.get(run=run, tool="create_return_label").attempts == 1
 
 
 def test_sales_report_over_its_model_call_budget_is_paused(demo):

@@ -104,3 +104,21 @@ def test_a_refusal_after_a_write_recommends_terminate_on_the_page(engine, settin
     text = html.decode()
     assert "The model refused" in text and "I won&#x27;t write that." in text
     assert 'data-recommended="terminate"' in text
+
+
+def test_a_streamed_openai_refusal_blocks_too(engine, settings):
+    def chunk(delta, finish=None):
+        return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [("", chunk({"role": "assistant", "refusal": "I can't "})),
+              ("", chunk({"refusal": "do that."})), ("", chunk({}, "stop")), ("", "[DONE]")]
+    with fake_provider("/v1") as fake:
+        _use(settings, fake, "openai")
+        settings.AGENTOPS_MODEL_STREAM = True
+        fake.push(Answer(events=events))
+        _agent("refusing-stream", "answer")
+        run = run_start(agent="refusing-stream", goal="Answer ticket T-3")
+        assert drive(run) == "blocked"
+    run.refresh_from_db()
+    assert run.attention_reason == "model_refused" and "I can't do that." in run.attention_detail

@@ -70,14 +70,15 @@ def test_a_parent_names_its_blocked_child_and_ends_with_its_exceptions(engine):
 
     html = _page(operator, parent)
     assert "data-children-advice" in html
-    assert f"Act on child run {str(stuck.pk)[:8]}: Skip step" in html
+    assert f"Act on child run {str(stuck.pk)[:8]}: Retry step" in html
+    assert "grant it, then retry" in html  # the child's own why
     link = re.search(r'data-child-trouble="([0-9a-f-]+)"><a class="mono" href="([^"]+)"', html)
     assert link and link.group(1) == str(stuck.pk)
     assert link.group(2) == reverse("console:run", args=[stuck.pk])
     child_html = client_for(operator).get(link.group(2)).content.decode()
-    assert 'data-recommended="skip"' in child_html  # the same advice, where it can be pressed
+    assert 'data-recommended="retry"' in child_html  # the same advice, where it can be pressed
 
-    stuck.refresh_from_db()
+    stuck.refresh_from_db()  # the operator decides the page cannot be had: skip it
     answer = client_for(operator).post(reverse("console:run_action", args=[stuck.pk, "skip"]),
                                        {"reason": "page 1 is out of reach", "seen_seq": stuck.last_seq})
     assert answer.status_code in (200, 204, 302), answer.content[:300]

@@ -115,8 +115,10 @@ def test_a_skipped_step_is_visible_to_later_steps(engine, users):
                             model=lambda: ScriptedModel({"pay": [call("charge", amount=5)],
                                                          "notify": [notify]})))
     run = run_start(agent="skipper", goal="g")
-    # Triage never recommends skipping a failed required write (issue 19); an operator may.
-    assert drive(run) == "blocked" and run.recommended_action == "terminate"
+    # Triage never recommends skipping a failed required write (issue 19): a permission
+    # refusal is granted, then retried (issue 40); an operator may still skip.
+    assert drive(run) == "blocked" and run.recommended_action == "retry"
+    assert "skip" not in run.recommended_alternatives
     ACTIONS["skip"].execute(users["operator"], run, "no permission to charge")
     assert drive(run) == "completed_with_exceptions"
     assert ("[-] pay: pay (SKIPPED, its work was NOT done: skipped by operator: "

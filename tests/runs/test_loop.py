@@ -78,5 +78,6 @@ def test_permanent_error_blocks_with_recommendation(engine):
     run = run_start(agent="perm", goal="g")
     assert drive(run) == "blocked"
     assert run.attention_reason == "permanent_error"
-    assert run.recommended_action == "skip"
+    assert run.recommended_action == "retry"  # grant the permission, then retry (issue 40)
+    assert "grant it, then retry" in run.recommendation_why
     assert "no access" in run.attention_detail

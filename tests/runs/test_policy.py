@@ -22,7 +22,11 @@ PERSISTENT = [
     (le.ToolTransient("503"), "tool", "blocked", "retry_exhausted", "retry"),
     (le.ToolRateLimited("429"), "tool", "blocked", "retry_exhausted", "retry"),
     (le.ToolPermanent("order closed"), "tool", "blocked", "permanent_error", "skip"),
-    (le.ToolPermissionDenied("no access"), "tool", "blocked", "permanent_error", "skip"),
+    (le.ToolPermissionDenied("no access"), "tool", "blocked", "permanent_error", "retry"),
+    (le.ToolCredentialsRefused("401"), "tool", "blocked", "permanent_error", "retry"),
+    (le.ToolNotFound("no item x"), "tool", "blocked", "permanent_error", "terminate"),
+    (le.ToolApiChanged("no price"), "tool", "blocked", "permanent_error", "retry"),
+    (le.ToolRequestInvalid("422"), "tool", "blocked", "permanent_error", "terminate"),
 ]
 
 

@@ -83,14 +83,16 @@ def stall_on_the_last_step():
 # --- refusals ---------------------------------------------------------------------------------
 
 
-@scenario("blocked", "skip", ("retry", "terminate"), "lacks permission")
+@scenario("blocked", "retry", ("terminate", "skip"), "poll's account lacks permission",
+          "grant it, then retry")
 def permission_on_a_read_in_the_last_step():
     world.fail_next["poll"] = [le.ToolPermissionDenied("no access to carrier data")]
     return start("t-perm-read", {**reads("check"), "audit": [call("poll", ref="R-1"),
                                                             say("audited")]})
 
 
-@scenario("blocked", "terminate", ("retry",), "skipping drops the step's required write email")
+@scenario("blocked", "retry", ("terminate",), "email's account lacks permission",
+          "grant it, then retry", "it runs email, irreversible, which did not take effect")
 def permission_on_an_irreversible_write_midway():
     world.fail_next["email"] = [le.ToolPermissionDenied("mailer account may not send")]
     return start("t-perm-write", {**reads("check"),
@@ -98,7 +100,7 @@ def permission_on_an_irreversible_write_midway():
                                   **reads("close")})
 
 
-@scenario("blocked", "retry", ("terminate",), "grant the permission, then retry to keep the 3",
+@scenario("blocked", "retry", ("terminate",), "grant it, then retry", "3 of 4 steps done",
           "it runs email, irreversible, which did not take effect")
 def permission_on_a_write_when_most_is_done():
     world.fail_next["email"] = [le.ToolPermissionDenied("mailer account may not send")]
@@ -106,8 +108,8 @@ def permission_on_a_write_when_most_is_done():
                                  "notify": [call("email", to="c@example.com"), say("sent")]})
 
 
-@scenario("blocked", "terminate", ("retry", "skip"), "does not exist",
-          "skipping runs refund: refund (idempotent)")
+@scenario("blocked", "terminate", ("retry", "skip"), "lookup says what it was asked for does "
+          "not exist", "start again with a corrected input")
 def not_found_with_a_refund_ahead():
     script = {**reads("check"), "refund": [call("refund", order="A-1"), say("refunded")]}
     assert start("t-notfound", script).status == "succeeded"

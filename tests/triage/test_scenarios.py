@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.triage import scenarios_blocked, scenarios_other  # noqa: F401 - register them
+from tests.triage import (  # noqa: F401 - register them
+    scenarios_blocked,
+    scenarios_meaning,
+    scenarios_other,
+)
 from tests.triage.scenarios import SCENARIOS
 from tests.triage.world import world
 

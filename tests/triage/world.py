@@ -23,8 +23,10 @@ class World:
     fail_next: dict[str, list[BaseException]] = field(default_factory=dict)
     timeout_after: set[str] = field(default_factory=set)
     probe_down: bool = False
+    payout_as: dict[str, Any] = field(default_factory=dict)  # the bank records other values
 
     def reset(self) -> None:
+        self.payout_as.clear()
         self.effects.clear()
         self.fail_next.clear()
         self.timeout_after.clear()
@@ -107,7 +109,22 @@ def pay(ctx, to: str, amount: int) -> ToolResult:
     return ToolResult(facts={"paid": amount}, summary=f"paid {amount} to {to}")
 
 
-TOOLS = [lookup, poll, refund, label, email, pay]
+def _probe_payout(ctx, to: str, amount: int) -> ToolResult | None:
+    found = [a for t, k, a in world.effects if t == "payout" and k == ctx.idempotency_key]
+    return ToolResult(facts=dict(found[0]), summary="payout exists (probed)") if found else None
+
+
+@tool(effect="write", idempotent=True, probe=_probe_payout, reversibility="manual", timeout=30)
+def payout(ctx, to: str, amount: int) -> ToolResult:
+    """Pay out (the bank deduplicates by key and can be asked what it paid under a key)."""
+    world.fault("payout")
+    if not any(k == ctx.idempotency_key for t, k, _ in world.effects if t == "payout"):
+        world.effects.append(("payout", ctx.idempotency_key,
+                              {"to": to, "amount": amount, **world.payout_as}))
+    raise ToolTimeout("payout: no answer in time (it may have been paid)")
+
+
+TOOLS = [lookup, poll, refund, label, email, pay, payout]
 
 
 def agent(name: str, script: dict[str, list[Any]], *, version: str = "1",
