@@ -46,8 +46,8 @@ def model_refuses_the_last_read_step():
     return start("t-refuse", {**reads("check"), "answer": [_refusal()] * 5})
 
 
-@scenario("blocked", "terminate", ("rollback", "retry", "skip"), "skipping forgets the writes "
-          "this step made (refund)", "roll back the 1")
+@scenario("blocked", "rollback_terminate", ("terminate", "retry", "skip"), "skipping forgets the "
+          "writes this step made (refund)", "Roll back and terminate undoes the 1")
 def model_refuses_after_a_refund_in_the_step():
     return start("t-refuse-write", {**reads("check"),
                                     "refund": [call("refund", order="A-1"), _refusal()],
