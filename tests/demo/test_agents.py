@@ -114,7 +114,9 @@ def test_sales_permission_error_blocks_and_recommends_granting_it(demo):
 @pytest.mark.parametrize("fault,action,words", [
     ("credentials", "retry", "create_return_label's backend refused our credentials"),
     ("api_changed:label_id", "retry", "fix it, then retry"),
-    ("bad_request:weight must be positive", "terminate", "refused the request as invalid"),
+    # The 60 EUR refund stands and the run cannot reach its goal: undo it and end, one action.
+    ("bad_request:weight must be positive", "rollback_terminate",
+     "refused the request as invalid"),
 ])
 def test_carrier_failures_are_answered_by_what_they_mean(demo, fault, action, words):
     run = _start("support-returns", {"create_return_label": fault}, order_id="A-1001")

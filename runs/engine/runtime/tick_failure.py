@@ -68,8 +68,9 @@ def tick_failed(run: Run, worker: str, session: RunSession | None, exc: Exceptio
     calls = [cid for cid, c in state.get("open_calls", {}).items() if c.get("step") == step]
     detail = failure_detail(exc, category)
     with run_log_context(step=step, tool_call_id=",".join(calls) or None):
+        # A configuration error's message names the setting: a traceback would bury it.
         log.error("tick failed (%s, %s): %s", category, type(exc).__name__, detail,
-                  exc_info=exc)
+                  exc_info=None if category == "config_error" else exc)
     try:
         return _block(run, worker, session, category, detail, calls)
     except (LeaseLost, IllegalTransition):
