@@ -268,12 +268,10 @@ def _recoveries(runs: dict, faults: list[Fault]) -> tuple[dict[str, list[set[str
     """Return, per run, the faults that explain each of its recoveries (lost its worker).
 
     A recovery is explained by a fault that took the lost owner's process before it (kill,
-    pause, db_terminate), or by the owner having held a hung tool (its process is replaced).
+    pause, db_terminate), or by the owner being the process whose tool hung (it is replaced).
     Also returns the recoveries no fault explains (a worker that was not lost).
     """
-    hung = {d["owner"] for d in Event.objects.filter(
-        run__agent_name="chaos_hang", run_id__in=list(runs), type="run.status",
-        data__to="running").values_list("data", flat=True) if d.get("owner")}
+    hung = {_hung_holder(r) for r in runs.values() if r.agent_name == "chaos_hang"}
     out: dict[str, list[set[str]]] = defaultdict(list)
     unexplained = []
     for ev in Event.objects.filter(run_id__in=list(runs), type="run.recovered").order_by("at"):
@@ -285,6 +283,14 @@ def _recoveries(runs: dict, faults: list[Fault]) -> tuple[dict[str, list[set[str
             unexplained.append((str(ev.run_id)[:8], runs[ev.run_id].agent_name, owner,
                                 ev.data.get("cause")))
     return out, unexplained
+
+
+def _hung_holder(run: Run) -> str:
+    """Return the owner that ran the hang tool's first attempt (the one that never returns)."""
+    first = Event.objects.filter(run=run, type="tool.started").order_by("seq").first()
+    claims = Event.objects.filter(run=run, type="run.status", data__to="running")
+    claim = claims.filter(seq__lt=first.seq).order_by("-seq").first() if first else None
+    return claim.data["owner"] if claim else ""
 
 
 def _assert_reasons_true(runs: dict, lost: dict[str, list[set[str]]]) -> None:
