@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +37,8 @@ class FakeProvider:
     base_url: str = ""
     answers: list[Answer] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # Given, it answers every request (its recorded dict) instead of the queued answers.
+    reply: Callable[[dict[str, Any]], Answer] | None = None
 
     def push(self, *answers: Answer) -> None:
         """Queue answers for the next requests, in order."""
@@ -50,9 +52,13 @@ def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             """Record the request and give the next scripted answer."""
             length = int(self.headers.get("content-length", 0))
-            state.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                   "json": json.loads(self.rfile.read(length) or b"{}")})
-            answer = state.answers.pop(0) if state.answers else Answer(500, {"error": "no answer"})
+            request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                       "json": json.loads(self.rfile.read(length) or b"{}")}
+            state.requests.append(request)
+            if state.reply is not None:
+                answer = state.reply(request)
+            else:
+                answer = state.answers.pop(0) if state.answers else Answer(500, {"error": "no answer"})
             time.sleep(answer.delay_s)
             if answer.events is not None:
                 self._stream(answer)
