@@ -5,6 +5,7 @@ import pytest
 
 from tests.triage import (  # noqa: F401 - register them
     scenarios_blocked,
+    scenarios_cells,
     scenarios_meaning,
     scenarios_other,
 )
@@ -22,8 +23,8 @@ def _clean_world(engine):
     world.reset()
 
 
-def test_there_are_at_least_thirty_scenarios():
-    assert len(SCENARIOS) >= 30
+def test_there_are_at_least_fifty_scenarios():
+    assert len(SCENARIOS) >= 50
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
