@@ -32,7 +32,8 @@ def not_found_on_a_read_after_a_refund_stands():
 
 
 @scenario("blocked", "terminate", ("retry",), "business grounds",
-          "skipping drops the step's required write label (manual)")
+          "skipping drops the step's required write label (manual)",
+          "email: this stays done whatever you press (nothing can undo it)")
 def business_rejection_of_a_label_after_an_email_went_out():
     world.fail_next["label"] = [le.ToolBusinessRejection("carrier does not ship there")]
     return start("c-rej-label", {**reads("check"), **NOTIFY, **LABEL})
