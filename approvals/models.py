@@ -82,12 +82,16 @@ class Intervention(models.Model):
     action = models.CharField(max_length=60)
     reason = models.TextField(blank=True)
     data = models.JSONField(default=dict, blank=True)
+    # What stopped the run when the person pressed (failure meaning:tool, "" when it was not
+    # stuck): approvals.recommend.precedent reads the last choices made for the same one.
+    signature = models.CharField(max_length=120, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [
             models.Index(fields=["run", "-at"], name="intervention_run"),
+            models.Index(fields=["signature", "-at"], name="intervention_signature"),
             models.Index(fields=["action", "-at"], name="intervention_action"),
             models.Index(fields=["actor", "-at"], name="intervention_actor"),
         ]

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Strict, create_model
 
 from agentops.strict import StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
+from approvals.recommend.precedent import Precedent, precedent_read
 from approvals.recommend.same_failure import SameFailure, same_failure
 from runs.selectors import run_exceptions
 from runs.stands import run_what_stands
@@ -134,6 +135,25 @@ class SameFailureOut(Schema):
     bulk_url: str = Field(description="the console's bulk form with all of them")
 
 
+class ChoiceOut(Schema):
+    """One action operators pressed on runs stopped the same way, and how many then finished."""
+
+    action: str = Field(description="dotted audit name, e.g. run.retry")
+    verb: str
+    runs: int
+    finished: int = Field(description="of those runs, how many ended succeeded or completed "
+                                      "with exceptions")
+
+
+class PrecedentOut(Schema):
+    """What operators chose the last times a run stopped like this one (newest 20 presses)."""
+
+    signature: str = Field(description="failure meaning and tool, e.g. credentials:carrier")
+    runs: int
+    choices: list[ChoiceOut]
+    text: str
+
+
 class RunOut(RunSummaryOut):
     """A run with its whole projection: waits, attention, usage against budgets."""
 
@@ -166,6 +186,15 @@ class RunOut(RunSummaryOut):
     same_failure: SameFailureOut | None = Field(
         None, description="a blocked run's group: other runs blocked on the same tool the "
                           "same way (one decision for all)")
+
+    precedent: PrecedentOut | None = Field(
+        None, description="a stuck run's evidence: what operators chose the last times a run "
+                          "stopped the same way, and how those runs ended")
+
+    @staticmethod
+    def resolve_precedent(obj: Any) -> Precedent | None:
+        """Return the last choices made on runs stopped like this one."""
+        return precedent_read(run=obj)
 
     @staticmethod
     def resolve_same_failure(obj: Any) -> SameFailure | None:

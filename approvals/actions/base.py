@@ -25,6 +25,7 @@ from approvals.confirmation import Typed
 from approvals.consequences import Traits, consequence
 from approvals.errors import ActionNotApplicable, NotAllowed
 from approvals.models import Intervention
+from approvals.recommend.precedent import failure_signature
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, has_role
 from ledger.models import ToolCall
 from ledger.statuses import DONE_OK
@@ -100,9 +101,11 @@ class Action:
         rule = self.confirmation(target, **params)
         if rule is not None:
             rule.check(confirm, action=self.verb)
+        # what stopped the run, as it was when pressed (precedent evidence for later runs)
+        signature = failure_signature(run=self.run_of(target))
         with transaction.atomic() if self.atomic else nullcontext():
             changes = self.perform(user, target, reason, **params)
-            self.audit(user, target, reason, changes, bulk)
+            self.audit(user, target, reason, changes, bulk, signature=signature)
         return changes
 
     def perform(self, user: Any, target: Any, reason: str, **params: Any) -> dict[str, Any]:
@@ -132,7 +135,7 @@ class Action:
         return target
 
     def audit(self, user: Any, target: Any, reason: str, changes: dict[str, Any],
-              bulk: str | None) -> Intervention:
+              bulk: str | None, *, signature: str = "") -> Intervention:
         """Write the Intervention row of this action."""
         data = dict(changes)
         if bulk:
@@ -140,7 +143,7 @@ class Action:
         row = Intervention.objects.create(
             run=self.run_of(target), actor=user if getattr(user, "pk", None) else None,
             actor_name=user.get_username() if user is not None else "system",
-            action=self.name, reason=reason, data=data)
+            action=self.name, reason=reason, data=data, signature=signature)
         if row.run_id is not None:
             live_publish(row.run_id, "run.changed", {
                 "actor": row.actor_name, "action": row.action,

@@ -27,7 +27,16 @@ _NO_SKIP = (F.VERSION_GONE, F.BUDGET, F.AMBIGUOUS_WRITE, F.TIMER_WAIT)
 def decide(sit: Situation) -> Recommendation:
     """Return what a careful operator should do about ``sit``."""
     # Every verb a row names is registered (tests/triage/test_invariants.py checks it).
-    return _decide(sit)
+    return _note_standing(sit, _decide(sit))
+
+
+def _note_standing(sit: Situation, rec: Recommendation) -> Recommendation:
+    """Say, when the run is to end, which writes nothing can undo: they stay done."""
+    if rec.action != "terminate" or not sit.standing_writes:
+        return rec
+    stays = consequence("terminate", "done", Traits("", write=True)).will
+    lines = "".join(f"; {tool}: {stays}" for tool in sit.standing_writes[:3])
+    return replace(rec, why=f"{rec.why}{lines}")
 
 
 def _decide(sit: Situation) -> Recommendation:

@@ -12,6 +12,7 @@ from approvals.recommend.advice import advice_for
 from approvals.recommend.children import children_advice
 from approvals.recommend.reading import contradiction_read
 from approvals.recommend.repeats import guard_evidence
+from approvals.recommend.precedent import precedent_read
 from approvals.recommend.same_failure import same_failure
 from runs import selectors as sel
 from runs.errors import RunNotFound
@@ -81,7 +82,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
             "contradiction": contradiction_read(run=run),
             "children_advice": children_advice(run=run),
-            "same_failure": same_failure(run=run),
+            "same_failure": same_failure(run=run), "precedent": precedent_read(run=run),
             "stuck": is_stuck(run.status),
             "breaker_until": sel.tool_breaker_closes_at(
                 tool=detail.tool_call.tool if detail.tool_call else "")}

@@ -45,6 +45,22 @@ def scenario(status: str, action: str, alternatives: tuple[str, ...], *why: str)
     return register
 
 
+def _label(verb: str) -> str:
+    return ACTIONS[verb].label if verb in ACTIONS else "Let it wait"
+
+
+def table() -> str:
+    """Return docs/triage.md's scenario table, rendered from the labels (by module and line)."""
+    rows = ["| Scenario | Stops as | Recommended | Alternatives |", "|---|---|---|---|"]
+    order = sorted(SCENARIOS.items(), key=lambda kv: (kv[1][0].__module__,
+                                                        kv[1][0].__code__.co_firstlineno))
+    for name, (_, label) in order:
+        rest = ", ".join(_label(v) for v in label.alternatives) or "—"
+        rows.append(f"| {name.replace('_', ' ')} | {label.status} | {_label(label.action)} "
+                    f"| {rest} |")
+    return "\n".join(rows) + "\n"
+
+
 def operator() -> User:
     """Return the scenarios' operator (created once per test)."""
     user, _ = User.objects.get_or_create(username="triage-op")

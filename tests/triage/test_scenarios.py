@@ -5,10 +5,13 @@ import pytest
 
 from tests.triage import (  # noqa: F401 - register them
     scenarios_blocked,
+    scenarios_cells,
     scenarios_meaning,
     scenarios_other,
 )
-from tests.triage.scenarios import SCENARIOS
+from pathlib import Path
+
+from tests.triage.scenarios import SCENARIOS, table
 from tests.triage.world import world
 
 pytestmark = pytest.mark.django_db
@@ -22,8 +25,15 @@ def _clean_world(engine):
     world.reset()
 
 
-def test_there_are_at_least_thirty_scenarios():
-    assert len(SCENARIOS) >= 30
+def test_there_are_at_least_fifty_scenarios():
+    assert len(SCENARIOS) >= 50
+
+
+def test_the_docs_table_is_the_labels():
+    """docs/triage.md's situations → recommendation table is rendered from these labels, so it
+    says what the engine is tested to answer; print ``table()`` to refresh it."""
+    docs = Path(__file__).resolve().parents[2].joinpath("docs", "triage.md").read_text()
+    assert table() in docs, f"docs/triage.md drifted from the scenario labels; paste:\n{table()}"
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
