@@ -13,6 +13,7 @@ import dj_database_url
 from agentops import settings_security
 from agentops.observability.logging import logging_config
 from agentops.pricing import prices_from_setting
+from approvals.notify.declared import channels_from_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AGENTOPS_VAR_DIR", BASE_DIR / "var"))
@@ -269,6 +270,23 @@ AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 AGENTOPS_MCP_SERVERS: dict = {}
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
+
+# Notifications (docs/notifications.md): channels declared once, as JSON
+# {"name": {"kind": "email" | "slack" | "webhook", "url": "...", "secret": "..."}}; none
+# declared = console only. Links in messages start with AGENTOPS_CONSOLE_URL.
+AGENTOPS_NOTIFY_CHANNELS = channels_from_setting(os.environ.get("AGENTOPS_NOTIFY_CHANNELS", ""))
+AGENTOPS_CONSOLE_URL = os.environ.get("AGENTOPS_CONSOLE_URL", "http://localhost:8000").rstrip("/")
+AGENTOPS_NOTIFY_TIMEOUT_S = _env_float("AGENTOPS_NOTIFY_TIMEOUT_S", 10.0)
+AGENTOPS_NOTIFY_CLAIM_S = _env_float("AGENTOPS_NOTIFY_CLAIM_S", 60.0)
+AGENTOPS_NOTIFY_MAX_ATTEMPTS = _env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8)
+AGENTOPS_NOTIFY_BACKOFF_S = _env_float("AGENTOPS_NOTIFY_BACKOFF_S", 5.0)
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = _env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = AGENTOPS_NOTIFY_TIMEOUT_S
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agentops@localhost")
 
 LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
                          level=os.environ.get("LOG_LEVEL", "WARNING"))

@@ -63,3 +63,19 @@ class ConfirmationRequired(InvalidInput, ApprovalError):
 
     code = "confirmation_required"
 
+
+
+class DeliveryFailed(ApprovalError):
+    """A notification could not be sent; ``retryable`` says whether trying again may help."""
+
+    code = "delivery_failed"
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message, retryable=retryable)
+        self.retryable = retryable
+
+
+class InvalidNotifyRule(InvalidInput, ApprovalError):
+    """A routing rule names a channel or group that does not fit; the message says which."""
+
+    code = "invalid_rule"

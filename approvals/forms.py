@@ -5,7 +5,9 @@ import json
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
+from approvals.models import NotifyRule
 from ledger.models import ToolLimit
 from runs.models import BudgetPolicy, ModelPrice
 
@@ -82,6 +84,33 @@ def reason_error(form: forms.Form, purpose: str = "") -> str:
         return (f"The reason is {length:,} characters; the limit is {REASON_MAX:,}. "
                 "Shorten it and confirm again (nothing was done).")
     return f"A reason is required{' ' + purpose if purpose else ''}."
+
+
+class NotifyRuleForm(forms.ModelForm):
+    """Edit a routing rule: what it matches, which group and channel it reaches, its SLA."""
+
+    class Meta:
+        model = NotifyRule
+        fields = ["name", "order", "enabled", "subject", "agent", "tool", "risk",
+                  "failure_class", "group", "channel", "sla_s", "escalate_to"]
+        help_texts = {"sla_s": "Seconds until a reminder, then as many until the escalation; "
+                               "0 = neither.",
+                      "order": "The first matching rule (lowest order) assigns the approval "
+                               "to its group."}
+
+    def clean(self) -> dict[str, Any]:
+        """Refuse an undeclared channel, an email rule without a group, an SLA-less escalation."""
+        data = super().clean()
+        declared = settings.AGENTOPS_NOTIFY_CHANNELS
+        channel = data.get("channel", "")
+        if channel and channel not in declared:
+            names = ", ".join(sorted(declared)) or "none (set AGENTOPS_NOTIFY_CHANNELS)"
+            self.add_error("channel", f"Channel {channel!r} is not declared; declared: {names}.")
+        elif channel and declared[channel]["kind"] == "email" and not data.get("group"):
+            self.add_error("group", "An email channel reaches a group's members: pick a group.")
+        if data.get("escalate_to") and not data.get("sla_s"):
+            self.add_error("sla_s", "Escalation happens when the SLA passes: set the SLA.")
+        return data
 
 
 class ReasonForm(forms.Form):

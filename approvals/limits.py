@@ -1,4 +1,4 @@
-"""Admin changes to budget policies and tool limits from the API.
+"""Admin changes to budget policies, tool limits and notification rules from the API.
 
 They go through the console's own forms and save service (approvals.services_settings), so
 both validate the same way and write the same audit row.
@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import IntegrityError
+from django.contrib.auth.models import Group
+from django.db import IntegrityError, transaction
 from django.forms import ModelForm
 
 from agentops.errors import Conflict, InvalidInput, NotFound
-from approvals.forms import BudgetPolicyForm, ToolLimitForm
-from approvals.services_settings import budget_policy_save, tool_limit_save
+from approvals.audit import audit_record
+from approvals.errors import InvalidNotifyRule
+from approvals.forms import BudgetPolicyForm, NotifyRuleForm, ToolLimitForm
+from approvals.models import NotifyRule
+from approvals.services_settings import budget_policy_save, notify_rule_save, tool_limit_save
 from ledger.models import ToolLimit
 from runs.models import BudgetPolicy
 
@@ -79,3 +83,46 @@ def tool_limit_set(*, actor: Any, tool: str, values: dict[str, Any]) -> ToolLimi
     except IntegrityError:
         raise Conflict(f"the limits of {tool} were created meanwhile; try again",
                        tool=tool) from None
+
+
+def notify_rule_save_values(*, actor: Any, values: dict[str, Any],
+                            rule_id: int | None = None) -> NotifyRule:
+    """Create (or change, with ``rule_id``) a routing rule from API values and audit it.
+
+    Groups are given by name; an unknown one, like an undeclared channel, is refused naming
+    what exists.
+    """
+    rule = NotifyRule() if rule_id is None else notify_rule_get(rule_id=rule_id)
+    values = dict(values)
+    for field in ("group", "escalate_to"):
+        if field in values:
+            values[field] = _group_pk(field, values[field])
+    return notify_rule_save(form=_form(NotifyRuleForm, rule, values), actor=actor)
+
+
+def notify_rule_get(*, rule_id: int) -> NotifyRule:
+    """Return a routing rule or raise NotFound (404)."""
+    rule = NotifyRule.objects.filter(pk=rule_id).select_related("group", "escalate_to").first()
+    if rule is None:
+        raise NotFound(f"no notification rule {rule_id}", rule_id=rule_id)
+    return rule
+
+
+def notify_rule_delete(*, actor: Any, rule_id: int) -> None:
+    """Delete a routing rule (its past deliveries stay) and audit it."""
+    rule = notify_rule_get(rule_id=rule_id)
+    with transaction.atomic():
+        rule.delete()
+        audit_record(actor=actor, action="settings.notify_rule",
+                     data={"target": rule.name, "deleted": True, "changes": {}})
+
+
+def _group_pk(field: str, name: Any) -> int | None:
+    if name in (None, ""):
+        return None
+    pk = Group.objects.filter(name=name).values_list("pk", flat=True).first()
+    if pk is None:
+        known = ", ".join(Group.objects.order_by("name").values_list("name", flat=True)[:50])
+        raise InvalidNotifyRule(f"no group {name!r}", errors={field: [
+            f"No group {name!r}; groups: {known or 'none'}."]})
+    return pk

@@ -5,7 +5,11 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from approvals.notify.models import Delivery, DeliveryAttempt, NotifyRule, NotifyTrack
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
+
+__all__ = ["ApiKey", "Approval", "Delivery", "DeliveryAttempt", "Intervention", "NotifyRule",
+           "NotifyTrack"]
 
 
 class Approval(models.Model):
@@ -46,6 +50,10 @@ class Approval(models.Model):
         max_length=16, choices=ExpiryOutcome.choices, default=ExpiryOutcome.DENY
     )
     escalated = models.BooleanField(default=False)
+    # The group whose members should decide it (approvals.notify routing; the escalation
+    # moves it to the next group). Anyone with the support role still may.
+    assigned_group = models.ForeignKey("auth.Group", null=True, blank=True,
+                                       on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -12,6 +12,8 @@ from typing import Any
 from agentops import clock
 from agentops.tools import ToolSpec
 from approvals.models import Approval
+from approvals.notify.outbox import approvals_assign, approvals_notify
+from runs.models import Run
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 from ledger.models import ToolCall
 
@@ -42,10 +44,17 @@ def approval_build(*, run: Any, call: ToolCall, spec: ToolSpec, why: str,
 
 
 def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
-    """Return a writer inserting approval rows inside the unit's transaction."""
+    """Return a writer inserting approval rows inside the unit's transaction.
+
+    The same transaction routes each to its group and writes the notices owed (the outbox).
+    """
 
     def write() -> None:
+        runs = {r.pk: r.agent_name for r in Run.objects.filter(
+            pk__in={a.run_id for a in rows}).only("agent_name")}
+        plans = [p for a in rows for p in approvals_assign([a], agent=runs.get(a.run_id, ""))]
         Approval.objects.bulk_create(rows)
+        approvals_notify(plans)
 
     return write
 

@@ -5,7 +5,8 @@ from typing import Any
 
 from django.db.models import F
 
-from approvals.models import Approval, Intervention
+from approvals.models import Approval, Delivery, Intervention, NotifyTrack
+from approvals.notify.escalation import track_open
 from approvals.statuses import ApprovalStatus
 
 INBOX_LIMIT = 100
@@ -37,3 +38,20 @@ def settings_history(*, limit: int = 30) -> list[Intervention]:
     """Return the newest settings changes from the audit log."""
     return list(Intervention.objects.filter(action__startswith="settings.")
                 .order_by("-id")[:limit])
+
+
+def deliveries_for_run(*, run_id: Any, limit: int = 200) -> list[Delivery]:
+    """Return the run's deliveries (oldest first), each with ``attempt_rows``."""
+    rows = list(Delivery.objects.filter(run_id=run_id).prefetch_related("tries")
+                .order_by("created_at", "id")[:limit])
+    for d in rows:
+        d.attempt_rows = list(d.tries.all())
+    return rows
+
+
+def notify_panel(*, run_id: Any) -> dict[str, Any]:
+    """Return the run panel's notification facts: open SLA clocks and who was notified when."""
+    clocks = [t for t in NotifyTrack.objects.filter(run_id=run_id, closed_at__isnull=True)
+              .select_related("group", "rule").order_by("created_at", "id")[:50]
+              if track_open(t)]
+    return {"clocks": clocks, "deliveries": deliveries_for_run(run_id=run_id, limit=50)}

@@ -54,3 +54,8 @@ def model_price_save(*, form: ModelForm, actor: Any) -> Any:
 def tool_limit_save(*, form: ModelForm, actor: Any) -> Any:
     """Save a valid ToolLimitForm and audit it as ``settings.tool_limit``."""
     return _settings_save(form=form, actor=actor, action="settings.tool_limit", label="tool")
+
+
+def notify_rule_save(*, form: ModelForm, actor: Any) -> Any:
+    """Save a valid NotifyRuleForm and audit it as ``settings.notify_rule``."""
+    return _settings_save(form=form, actor=actor, action="settings.notify_rule", label="name")

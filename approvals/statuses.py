@@ -50,3 +50,37 @@ APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
 def approval_can_move(src: str, dst: str) -> bool:
     """Return True when an approval may move from ``src`` to ``dst``."""
     return dst in APPROVAL_TRANSITIONS.get(src, frozenset())
+
+
+# Notifications (approvals/notify): the outbox of messages to people, and its attempts.
+class DeliveryStatus(models.TextChoices):
+    """Where one outgoing message stands: waiting, being sent by a worker, sent, given up."""
+
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+class AttemptStatus(models.TextChoices):
+    """How one try to send a delivery ended (``lost``: its worker died before recording)."""
+
+    SENDING = "sending"
+    OK = "ok"
+    ERROR = "error"
+    LOST = "lost"
+
+
+class NotifyStage(models.TextChoices):
+    """Why a message goes out: first notice, reminder at the SLA, escalation to the next group."""
+
+    NOTIFY = "notify"
+    REMIND = "remind"
+    ESCALATE = "escalate"
+
+
+class NotifySubject(models.TextChoices):
+    """What a routing rule and an SLA clock are about."""
+
+    APPROVAL = "approval"
+    STUCK = "stuck"

@@ -2,8 +2,8 @@
 
 One sweep re-queues runs whose lease expired (a dead worker), wakes due timers, applies
 approval expiry policies, wakes runs whose signal or children arrived, times out waits past
-their deadline, closes the calls stopped runs left running (stragglers), and stamps this
-process's heartbeat row. Every piece locks the run row it
+their deadline, closes the calls stopped runs left running (stragglers), moves notification
+SLA clocks that ran out (reminders, escalations), and stamps this process's heartbeat row. Every piece locks the run row it
 changes (``skip_locked``) and re-checks it, so two sweepers never move a run twice.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
 from agentops import clock
+from approvals.notify.escalation import tracks_escalate
 from approvals.services import approvals_expire_due
 from runs.engine.runtime.recovery import (
     runs_recover_dead_owners,
@@ -45,6 +46,7 @@ class SweepReport:
     children: list[Any] = field(default_factory=list)
     timeouts: list[Any] = field(default_factory=list)
     stragglers: list[Any] = field(default_factory=list)
+    escalations: list[Any] = field(default_factory=list)
 
     def total(self) -> int:
         """Return how many things the sweep moved."""
@@ -58,7 +60,7 @@ class SweepReport:
 _PARTS = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
           ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out),
-          ("stragglers", stragglers_sweep))
+          ("stragglers", stragglers_sweep), ("escalations", tracks_escalate))
 
 
 def sweep_once(*, name: str | None = None) -> SweepReport:

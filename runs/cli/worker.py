@@ -10,6 +10,7 @@ from django.conf import settings
 from django_q.cluster import Cluster
 
 from agentops.agents import registry
+from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
 from runs.sweeper import sweep_loop, sweeper_name
 
@@ -42,11 +43,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
         if stop.is_set():  # a stop signal reached the sentinel while it was starting
             return 0
         raise
-    thread = None
-    if sweeper:
-        thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
-                                  kwargs={"name": sweeper_name()}, daemon=True)
-        thread.start()
+    thread = _sweeper_start(stop) if sweeper else None
     if out:
         _say_up(out, sweeper=sweeper)
     while cluster.sentinel is not None and cluster.sentinel.is_alive() and not stop.is_set():
@@ -56,6 +53,18 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     if thread is not None:
         thread.join(timeout=settings.AGENTOPS_SWEEP_INTERVAL_S + 5)
     return 0
+
+
+def _sweeper_start(stop: threading.Event) -> threading.Thread:
+    """Start the sweeper thread and the notification sender thread; return the sweeper's."""
+    thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
+                              kwargs={"name": sweeper_name()}, daemon=True)
+    thread.start()
+    # Notifications go out on their own thread: a slow mail server never delays recovery.
+    threading.Thread(target=sender_loop, args=(stop,), name="agentops-notify",
+                     kwargs={"interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S},
+                     daemon=True).start()
+    return thread
 
 
 def _say_up(out: Any, *, sweeper: bool) -> None:

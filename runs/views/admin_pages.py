@@ -9,10 +9,16 @@ from django.shortcuts import get_object_or_404, redirect
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from approvals.forms import BudgetPolicyForm, ModelPriceForm, ToolLimitForm
+from approvals.forms import BudgetPolicyForm, ModelPriceForm, NotifyRuleForm, ToolLimitForm
+from approvals.models import NotifyRule
 from approvals.roles import can_admin
 from approvals.selectors import settings_history
-from approvals.services_settings import budget_policy_save, model_price_save, tool_limit_save
+from approvals.services_settings import (
+    budget_policy_save,
+    model_price_save,
+    notify_rule_save,
+    tool_limit_save,
+)
 from ledger.models import ToolLimit
 from runs import selectors as sel
 from runs.models import BudgetPolicy, ModelPrice
@@ -22,6 +28,7 @@ _KINDS = {
     "budget": (BudgetPolicy, BudgetPolicyForm, budget_policy_save, "Budget policy"),
     "tool-limit": (ToolLimit, ToolLimitForm, tool_limit_save, "Tool limit"),
     "price": (ModelPrice, ModelPriceForm, model_price_save, "Model price"),
+    "notify-rule": (NotifyRule, NotifyRuleForm, notify_rule_save, "Notification rule"),
 }
 
 
@@ -34,6 +41,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         "prices": sel.model_prices(),
         "spend": sel.spend_by_agent(),
         "limits": ToolLimit.objects.order_by("tool")[:500],
+        "rules": NotifyRule.objects.select_related("group", "escalate_to")[:500],
         "history": settings_history(),
     })
 

@@ -7,6 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from agentops import clock
+from approvals.selectors import notify_panel
 from approvals.actions import actions_for
 from approvals.recommend.advice import advice_for
 from approvals.recommend.children import children_advice
@@ -83,7 +84,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "contradiction": contradiction_read(run=run),
             "children_advice": children_advice(run=run),
             "same_failure": same_failure(run=run), "precedent": precedent_read(run=run),
-            "stuck": is_stuck(run.status),
+            "stuck": is_stuck(run.status), "notify": notify_panel(run_id=run.pk),
             "breaker_until": sel.tool_breaker_closes_at(
                 tool=detail.tool_call.tool if detail.tool_call else "")}
 

@@ -14,10 +14,14 @@ from django.db import connection, transaction
 
 from agentops import clock
 from agentops.redaction import Secrets
+from approvals.notify.outbox import stuck_writer
 from runs.engine.runtime.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
 from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move
+
+# Moves that reach people routed to them (approvals.notify).
+_NOTIFY = frozenset({RunStatus.BLOCKED, RunStatus.UNKNOWN})
 
 _CLEAR_ATTENTION = {
     "attention_reason": "",
@@ -60,15 +64,15 @@ def run_transition(
         src = run.status
         if not run_can_move(src, to):
             raise IllegalTransition("run", src, to)
-        status_event = NewEvent(
-            "run.status",
-            {"from": src, "to": to, "reason": reason, "detail": detail},
-            actor=actor,
-        )
+        status_event = NewEvent("run.status", {"from": src, "to": to, "reason": reason,
+                                               "detail": detail}, actor=actor)
         values = {**_status_fields(run, to, reason, detail), **(fields or {})}
         values["status"] = to
-        return _append(run, [*events, status_event], expected_version, values, list(also),
-                       secrets)
+        # A move into blocked/unknown owes its notices in this same commit (the outbox).
+        notify = [stuck_writer(run, reason=reason, version=expected_version + 1)] * (
+            to in _NOTIFY)
+        return _append(run, [*events, status_event], expected_version, values,
+                       [*also, *notify], secrets)
 
 
 def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:

@@ -1,0 +1,1 @@
+"""Reaching people where they are: channels, routing rules, the outbox, SLA clocks, the sender."""

@@ -1,0 +1,166 @@
+"""Notifications end to end: the engine writes the outbox, the sender talks to real servers."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from agentops import clock
+from approvals.models import Delivery, DeliveryAttempt, NotifyRule
+from approvals.notify.sender import deliveries_send
+from approvals.notify.transports import message_id
+from tests.approvals.conftest import approval_run, blocked_run
+from tests.clock_helpers import clock_reads
+from tests.notify_servers import receiver, smtp_server  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.django_db
+SECRET = "s3cret-for-the-hmac-key"
+
+
+@pytest.fixture
+def channels(settings, smtp_server, receiver):  # noqa: F811 - fixtures
+    """Declare an email, a chat and a webhook channel pointing at the real local servers."""
+    box, port = smtp_server
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.AGENTOPS_NOTIFY_CHANNELS = {
+        "mail": {"kind": "email", "url": "", "secret": ""},
+        "chat": {"kind": "slack", "url": receiver.url, "secret": ""},
+        "hook": {"kind": "webhook", "url": receiver.url, "secret": SECRET}}
+    settings.AGENTOPS_CONSOLE_URL = "http://console.test"
+    return box, receiver
+
+
+def group_with(name: str, *emails: str) -> Group:
+    """A group whose members have these addresses."""
+    g = Group.objects.create(name=name)
+    for e in emails:
+        User.objects.create(username=e.split("@")[0], email=e).groups.add(g)
+    return g
+
+
+def test_an_approval_emails_each_member_of_its_group_through_a_real_smtp_server(engine,
+                                                                             channels):
+    box, _ = channels
+    payments = group_with("payments", "ann@example.com", "bo@example.com")
+    User.objects.create(username="noaddress").groups.add(payments)
+    NotifyRule.objects.create(name="pay", subject="approval", tool="pay", group=payments,
+                              channel="mail")
+    run = approval_run()
+    a = run.approvals.get()
+    assert a.assigned_group == payments
+    rows = list(Delivery.objects.filter(approval=a).order_by("recipient"))
+    assert [d.recipient for d in rows] == ["ann@example.com", "bo@example.com"]
+    assert not box.messages  # owed, not yet sent: the workers send
+    assert sorted(deliveries_send()) == sorted(d.pk for d in rows)
+    assert sorted(m["To"] for m in box.messages) == ["ann@example.com", "bo@example.com"]
+    msg = next(m for m in box.messages if m["To"] == "ann@example.com")
+    ann = next(d for d in rows if d.recipient == "ann@example.com")
+    assert msg["Message-ID"].strip() == message_id(ann.key)
+    assert "pay" in msg["Subject"] and str(run.pk)[:8] in msg["Subject"]
+    text = msg.get_body(preferencelist=("plain",)).get_content()
+    assert '"amount": 5' in text and f"http://console.test/runs/{run.pk}/" in text
+    ann.refresh_from_db()
+    assert ann.status == "sent" and ann.sent_at is not None
+    assert list(ann.tries.values_list("n", "status")) == [(1, "ok")]
+    assert deliveries_send() == []  # nothing is sent twice
+
+
+def test_a_blocked_run_posts_to_a_chat_webhook_with_a_console_button(engine, channels):
+    _, recv = channels
+    NotifyRule.objects.create(name="stuck", subject="stuck", failure_class="permanent_error",
+                              channel="chat")
+    NotifyRule.objects.create(name="other", subject="stuck", failure_class="loop_detected",
+                              channel="hook")
+    run = blocked_run()
+    assert run.attention_reason == "permanent_error"
+    d = Delivery.objects.get(run=run)
+    assert d.channel == "chat" and d.stage == "notify"
+    deliveries_send()
+    (req,) = recv.requests
+    body = req["json"]
+    assert req["headers"]["Idempotency-Key"] == d.key
+    assert "permanent_error" in body["text"]
+    (button,) = body["blocks"][1]["elements"]
+    assert button["url"] == f"http://console.test/runs/{run.pk}/"
+
+
+def test_a_webhook_is_signed_retried_with_backoff_and_each_attempt_logged(engine, channels):
+    _, recv = channels
+    recv.statuses = [503]
+    NotifyRule.objects.create(name="hook", subject="approval", channel="hook")
+    run = approval_run()
+    d = Delivery.objects.get(run=run)
+    deliveries_send()
+    d.refresh_from_db()
+    assert d.status == "pending" and d.next_at > clock.now() and "HTTP 503" in d.last_error
+    assert deliveries_send() == []  # not due again before its backoff
+    later = d.next_at + dt.timedelta(seconds=1)
+    with clock_reads(lambda: later):
+        assert deliveries_send() == [d.pk]
+    d.refresh_from_db()
+    assert d.status == "sent"
+    assert list(d.tries.values_list("n", "status", "response")) == [
+        (1, "error", ""), (2, "ok", "HTTP 200")]
+    first, second = recv.requests
+    assert first["raw"] == second["raw"] or first["json"]["id"] == second["json"]["id"]
+    h = second["headers"]
+    signed = hmac.new(SECRET.encode(), h["X-AgentOps-Timestamp"].encode() + b"." + second["raw"],
+                      hashlib.sha256).hexdigest()
+    assert h["X-AgentOps-Signature"] == f"sha256={signed}"
+    assert h["Idempotency-Key"] == d.key == second["json"]["id"]
+    assert second["json"]["args"] == {"to": "bob", "amount": 5}
+    assert len(recv.effective) == 1
+
+
+def test_a_refusal_is_not_retried_and_an_undeclared_channel_fails_naming_it(engine, channels):
+    _, recv = channels
+    recv.statuses = [400]
+    NotifyRule.objects.create(name="hook", subject="approval", channel="hook")
+    NotifyRule.objects.create(name="gone", subject="approval", channel="pager")
+    run = approval_run()
+    deliveries_send()
+    hook, gone = (Delivery.objects.get(run=run, channel=c) for c in ("hook", "pager"))
+    assert hook.status == "failed" and "HTTP 400" in hook.last_error
+    assert gone.status == "failed"
+    assert "channel 'pager' is not declared" in gone.last_error and "chat, hook, mail" in \
+        gone.last_error
+    assert DeliveryAttempt.objects.filter(delivery__run=run).count() == 2
+
+
+def test_without_rules_an_approval_reaches_only_the_console(engine, channels):
+    box, recv = channels
+    run = approval_run()
+    assert run.approvals.get().assigned_group is None
+    assert not Delivery.objects.exists()
+    assert deliveries_send() == [] and not box.messages and not recv.requests
+
+
+def test_a_message_written_twice_for_one_cause_is_one_delivery(engine, channels):
+    from approvals.notify.outbox import deliveries_write
+
+    NotifyRule.objects.create(name="hook", subject="approval", channel="hook")
+    run = approval_run()
+    d = Delivery.objects.get(run=run)
+    rule = NotifyRule.objects.get()
+    deliveries_write(track=d.track, rule=rule, stage="notify", group_id=None)
+    assert Delivery.objects.filter(run=run).count() == 1
+    assert json.dumps(d.key)  # the key is what the receiver dedupes by
+
+
+def test_the_run_panel_shows_who_was_notified_when_and_the_sla_clock(engine, channels, client):
+    from tests.console_factories import make_user
+
+    support = group_with("payments", "ann@example.com")
+    NotifyRule.objects.create(name="pay", subject="approval", group=support, channel="mail",
+                              sla_s=600)
+    run = approval_run()
+    deliveries_send()
+    client.force_login(make_user("op", "operators"))
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "ann@example.com" in html and 'data-delivery="sent"' in html and "#1 ok" in html
+    assert "data-sla" in html and "reminder due" in html and "payments" in html
