@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Literal
 
 from ninja import Field, Schema
 
 from agentops.strict import StrictIn
-from approvals.statuses import AttemptStatus, DeliveryStatus, NotifyStage, NotifySubject
+from approvals.statuses import AttemptStatus, DeliveryStatus, NotifyStage
 
 
 class NotifyRuleIn(StrictIn):
@@ -16,7 +17,8 @@ class NotifyRuleIn(StrictIn):
     name: str = Field(..., min_length=1, max_length=100)
     order: int = Field(100, ge=0, le=1_000_000)
     enabled: bool = True
-    subject: NotifySubject | None = Field(None, description="approval, stuck, or null for both")
+    subject: Literal["approval", "stuck"] | None = Field(
+        None, description="approval, stuck, or null for both")
     agent: str = Field("", max_length=100)
     tool: str = Field("", max_length=100)
     risk: str = Field("", max_length=16)

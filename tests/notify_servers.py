@@ -12,11 +12,11 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
 from aiosmtpd.controller import Controller
 
 
@@ -98,9 +98,9 @@ class _Handler(BaseHTTPRequestHandler):
         """Stay quiet."""
 
 
-@pytest.fixture
-def smtp_server() -> Iterator[tuple[MailBox, int]]:
-    """A real SMTP server on localhost: (its mailbox, its port)."""
+@contextmanager
+def smtp_running() -> Iterator[tuple[MailBox, int]]:
+    """Run a real SMTP server on localhost for the block: (its mailbox, its port)."""
     box = MailBox()
     port = free_port()
     controller = Controller(box, hostname="127.0.0.1", port=port)
@@ -114,9 +114,9 @@ def smtp_server() -> Iterator[tuple[MailBox, int]]:
         controller.stop()
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A real HTTP receiver on localhost for chat and webhook channels."""
+@contextmanager
+def receiver_running() -> Iterator[Receiver]:
+    """Run a real HTTP receiver on localhost for the block (chat and webhook channels)."""
     srv = Receiver()
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()

@@ -7,7 +7,7 @@ import hmac
 import json
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
 from agentops import clock
 from approvals.models import Delivery, DeliveryAttempt, NotifyRule
@@ -15,32 +15,9 @@ from approvals.notify.sender import deliveries_send
 from approvals.notify.transports import message_id
 from tests.approvals.conftest import approval_run, blocked_run
 from tests.clock_helpers import clock_reads
-from tests.notify_servers import receiver, smtp_server  # noqa: F401 - fixtures
+from tests.approvals.notify.conftest import SECRET, group_with
 
 pytestmark = pytest.mark.django_db
-SECRET = "s3cret-for-the-hmac-key"
-
-
-@pytest.fixture
-def channels(settings, smtp_server, receiver):  # noqa: F811 - fixtures
-    """Declare an email, a chat and a webhook channel pointing at the real local servers."""
-    box, port = smtp_server
-    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
-    settings.AGENTOPS_NOTIFY_CHANNELS = {
-        "mail": {"kind": "email", "url": "", "secret": ""},
-        "chat": {"kind": "slack", "url": receiver.url, "secret": ""},
-        "hook": {"kind": "webhook", "url": receiver.url, "secret": SECRET}}
-    settings.AGENTOPS_CONSOLE_URL = "http://console.test"
-    return box, receiver
-
-
-def group_with(name: str, *emails: str) -> Group:
-    """A group whose members have these addresses."""
-    g = Group.objects.create(name=name)
-    for e in emails:
-        User.objects.create(username=e.split("@")[0], email=e).groups.add(g)
-    return g
 
 
 def test_an_approval_emails_each_member_of_its_group_through_a_real_smtp_server(engine,
@@ -164,3 +141,6 @@ def test_the_run_panel_shows_who_was_notified_when_and_the_sla_clock(engine, cha
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "ann@example.com" in html and 'data-delivery="sent"' in html and "#1 ok" in html
     assert "data-sla" in html and "reminder due" in html and "payments" in html
+    (row,) = client.get(f"/api/notify/deliveries?run_id={run.pk}").json()
+    assert row["recipient"] == "ann@example.com" and row["status"] == "sent"
+    assert [(t["n"], t["status"]) for t in row["tries"]] == [(1, "ok")]
