@@ -14,6 +14,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from approvals.confirmation import (approval_needs_confirmation, confirmation_error,
                                     confirmation_prompt)
 from approvals.forms import EditArgsForm, RejectForm, args_diff, reason_error
+from approvals.remote_decisions import decision_sentence
 from approvals.roles import can_decide_approvals
 from approvals.selectors import approval_get, approval_list_decided, approval_list_pending
 from approvals.statuses import ApprovalStatus
@@ -63,7 +64,7 @@ def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpRe
     outcome = _dispatch.perform(verb, approval=approval, user=request.user, **params)
     if not outcome.ok:
         return _back(request, error=outcome.error, status=outcome.status, focus=approval.pk)
-    messages.success(request, f"{approval.tool}: {verb.replace('_', ' ')} recorded.")
+    messages.success(request, decision_sentence(approval, outcome.result, request.user))
     return _back(request)
 
 
