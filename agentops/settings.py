@@ -5,6 +5,7 @@ and an in-memory channel layer. Production sets DATABASE_URL (PostgreSQL) and RE
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -268,14 +269,20 @@ AGENTOPS_CONSOLE_POLL_S = _env_float("AGENTOPS_CONSOLE_POLL_S", 5.0)
 # MCP servers whose declared tools agents mount (agentops.mcp_tools.mcp_tools_from_settings):
 # {"name": {"command": [...] | "url": "...", "env": {...}, "tools": {tool: options}}}.
 AGENTOPS_MCP_SERVERS: dict = {}
+# Decision links in approval messages (approvals.links, docs/decision-links.md): the site's
+# public base URL, how long a link works, and the Slack-compatible interaction endpoint.
+AGENTOPS_SITE_URL = os.environ.get("AGENTOPS_SITE_URL", "http://localhost:8000")
+AGENTOPS_DECISION_LINK_MAX_AGE_S = _env_int("AGENTOPS_DECISION_LINK_MAX_AGE_S", 24 * 3600)
+AGENTOPS_SLACK_SIGNING_SECRET = os.environ.get("AGENTOPS_SLACK_SIGNING_SECRET", "")
+# {"<Slack user id>": "<AgentOps username>"}; unmapped Slack users are matched by email.
+AGENTOPS_SLACK_USERS: dict = json.loads(os.environ.get("AGENTOPS_SLACK_USERS") or "{}")
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 
 # Notifications (docs/notifications.md): channels declared once, as JSON
 # {"name": {"kind": "email" | "slack" | "webhook", "url": "...", "secret": "..."}}; none
-# declared = console only. Links in messages start with AGENTOPS_CONSOLE_URL.
+# declared = console only. Links in messages start with AGENTOPS_SITE_URL.
 AGENTOPS_NOTIFY_CHANNELS = channels_from_setting(os.environ.get("AGENTOPS_NOTIFY_CHANNELS", ""))
-AGENTOPS_CONSOLE_URL = os.environ.get("AGENTOPS_CONSOLE_URL", "http://localhost:8000").rstrip("/")
 AGENTOPS_NOTIFY_TIMEOUT_S = _env_float("AGENTOPS_NOTIFY_TIMEOUT_S", 10.0)
 AGENTOPS_NOTIFY_CLAIM_S = _env_float("AGENTOPS_NOTIFY_CLAIM_S", 60.0)
 AGENTOPS_NOTIFY_MAX_ATTEMPTS = _env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8)

@@ -144,6 +144,7 @@ class ToolSpec:
     approval_policy: Callable[[dict[str, Any]], str | None] | None = None
     approval_expiry_s: int = 3600
     approval_on_expiry: str = "deny"
+    approvers: int = 1  # distinct people (never the requester) who must approve
     timeout: float | None = None
     retry: int = 3
     sensitive: tuple[str, ...] = ()
@@ -243,9 +244,9 @@ def tool(
             ToolResult or dict acknowledging the undo (None is recorded as a failed undo).
         reversibility: "reversible" (needs ``compensate``; its default), "manual" or "irreversible".
         approval ("never" | "always" | "policy" with ``approval_policy(args)``
-            returning a reason when a person must approve), timeout (s), retry (attempts on
-            transient errors), sensitive (argument names stored redacted), concurrency, rate
-            (calls per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
+            returning a reason when a person must approve), approvers (people who must
+            approve; 2 = two-person rule), timeout (s), retry (attempts on transient
+            errors), sensitive (argument names stored redacted), concurrency, rate (per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
             after ``cursor`` of a paged result; without it the tool is called with ``cursor=``).
         identity: the probe's facts that identify the effect (argument names, or
             ``{argument: fact}``; default: every fact named like a non-sensitive argument).
@@ -315,6 +316,12 @@ def _check(spec: ToolSpec) -> None:
         raise ValueError(f"tool {spec.name}: effect must be 'read' or 'write'")
     if spec.approval == "policy" and spec.approval_policy is None:
         raise ValueError(f"tool {spec.name}: approval='policy' needs approval_policy=")
+    if not isinstance(spec.approvers, int) or not 1 <= spec.approvers <= 5:
+        raise ValueError(f"tool {spec.name}: approvers must be a whole number from 1 to 5 "
+                         f"(got {spec.approvers!r})")
+    if spec.approvers > 1 and spec.approval == "never":
+        raise ValueError(f"tool {spec.name}: approvers={spec.approvers} needs approval= "
+                         "'always' or 'policy' (nobody is asked otherwise)")
     if spec.identity and spec.probe is None:
         raise ValueError(f"tool {spec.name}: identity= says how to read a probe's answer; "
                          "declare probe= too")

@@ -55,6 +55,7 @@ def decide_approval(request: HttpRequest, body: DecisionIn,
         confirmation_check(approval, body.confirm,
                            args=body.args if body.decision == "edit" else None)
     params = {"args": body.args} if body.decision == "edit" else {}
+    params["channel"] = "api"
     APPROVAL_ACTIONS[_VERBS[body.decision]].execute(request.auth, approval, body.reason,
                                                     **params)
     return sel.approval_get(approval_id=approval_id)

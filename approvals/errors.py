@@ -79,3 +79,47 @@ class InvalidNotifyRule(InvalidInput, ApprovalError):
     """A routing rule names a channel or group that does not fit; the message says which."""
 
     code = "invalid_rule"
+class LinkRefused(ApprovalError):
+    """A decision link (or a Slack interaction) that may not act; the message says why."""
+
+    code = "link_refused"
+    http_status = 403
+
+
+class LinkInvalid(LinkRefused):
+    """The link's signature does not verify (altered, cut short, or for another site)."""
+
+    code = "link_invalid"
+
+
+class LinkExpired(LinkRefused):
+    """The link is older than its lifetime; the console still shows the approval."""
+
+    code = "link_expired"
+    http_status = 410
+
+
+class LinkUsed(LinkRefused):
+    """The link (or the Slack interaction) was acted on already: each acts once."""
+
+    code = "link_used"
+    http_status = 409
+
+
+class LinkOutdated(LinkRefused):
+    """The approval's arguments changed since the link was sent: it decided other arguments."""
+
+    code = "link_outdated"
+    http_status = 409
+
+
+class LinkWrongUser(LinkRefused):
+    """The link was sent to someone else than the person signed in."""
+
+    code = "link_wrong_user"
+
+
+class AlreadyVoted(Conflict, ApprovalError):
+    """The same person approved this version already: a second, different person must."""
+
+    code = "already_voted"

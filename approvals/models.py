@@ -54,6 +54,11 @@ class Approval(models.Model):
     # moves it to the next group). Anyone with the support role still may.
     assigned_group = models.ForeignKey("auth.Group", null=True, blank=True,
                                        on_delete=models.SET_NULL, related_name="+")
+    # How many distinct people (never the requester) must approve before the call runs.
+    approvers_required = models.PositiveSmallIntegerField(default=1)
+    # Bumped when the arguments to approve change (an edit under the two-person rule): a
+    # decision link or an approval given on an older version no longer counts.
+    version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +80,40 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"approval {self.pk} {self.tool} ({self.status})"
+
+
+class ApprovalVote(models.Model):
+    """One person's decision on an approval that needs several (the two-person rule)."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+")
+    approve = models.BooleanField()
+    version = models.PositiveIntegerField(help_text="the approval version decided on")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["approval", "user"], name="approval_vote_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"vote {self.user_id} on approval {self.approval_id} v{self.version}"
+
+
+class UsedDecisionLink(models.Model):
+    """A decision link (or Slack interaction) already acted on: its nonce, used once."""
+
+    nonce = models.CharField(max_length=80, unique=True)
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    action = models.CharField(max_length=20)
+    used_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"used link {self.nonce[:8]}… ({self.action})"
 
 
 class Intervention(models.Model):

@@ -37,7 +37,7 @@ def approval_build(*, run: Any, call: ToolCall, spec: ToolSpec, why: str,
         risk="high" if spec.reversibility == "irreversible" else "medium", why=why[:300],
         state_seq=state["seq"], plan_version=state["plan_version"],
         expires_at=clock.now() + dt.timedelta(seconds=spec.approval_expiry_s),
-        expiry_outcome=outcome,
+        expiry_outcome=outcome, approvers_required=spec.approvers,
         # Whoever started the run asked for what it does: they may not approve it themselves.
         requested_by_id=run.created_by_id,
     )

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db.models import F
 
-from approvals.models import Approval, Delivery, Intervention, NotifyTrack
+from approvals.models import Approval, ApprovalVote, Delivery, Intervention, NotifyTrack
 from approvals.notify.escalation import track_open
 from approvals.statuses import ApprovalStatus
 
@@ -27,6 +27,17 @@ def approval_list_decided(*, limit: int = 50, before_id: int | None = None) -> l
     if before_id:
         qs = qs.filter(id__lt=before_id)
     return list(qs[:limit])
+
+
+def approval_votes(approvals: list[Approval]) -> dict[int, list[dict[str, Any]]]:
+    """Return, per approval needing several approvers, who approved and whether it counts."""
+    several = {a.pk: a for a in approvals if a.approvers_required > 1}
+    out: dict[int, list[dict[str, Any]]] = {pk: [] for pk in several}
+    for v in ApprovalVote.objects.filter(approval_id__in=several).select_related("user"):
+        a = several[v.approval_id]
+        out[v.approval_id].append({"who": v.user.get_username(), "at": v.at,
+                                   "approve": v.approve, "counts": v.version == a.version})
+    return out
 
 
 def approval_get(*, approval_id: int) -> Approval | None:

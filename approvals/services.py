@@ -20,6 +20,7 @@ from approvals.errors import AlreadyDecided, NotAllowed, StaleApproval
 from approvals.models import Approval
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 from approvals.transition import approval_transition
+from approvals.votes import vote_record
 from ledger.keys import redact
 from ledger.models import ToolCall
 from ledger.sealed import seal, unseal
@@ -100,6 +101,11 @@ def approval_stale_reason(approval: Approval, run: Run) -> str:
 
 def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
             edited_args: dict[str, Any] | None) -> None:
+    if a.approvers_required > 1 and approve:
+        if _more_approvers_needed(a, run, user, edited_args):
+            return
+        # the version every counted approval saw: the edited arguments, if any
+        edited_args = a.approved_args if a.version > 1 else None
     call, who = a.tool_call, user.get_username()
     args = call.args if edited_args is None else _validated(run, a.tool, edited_args)
     data: dict[str, Any] = {"approval": a.pk, "tool_call_id": call.tool_call_id,
@@ -121,6 +127,34 @@ def _decide(a: Approval, run: Run, user: Any, approve: bool, reason: str,
     approval_transition(a, ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED,
                         reason=reason, user=user, approved_args=args if approve else None)
     _wake(run, events, [write], who)
+
+
+def _more_approvers_needed(a: Approval, run: Run, user: Any,
+                           edited_args: dict[str, Any] | None) -> bool:
+    """Record one approval under the two-person rule; return True while more are needed."""
+    if edited_args is not None:
+        _edit_pending(a, run, edited_args)
+    counted = vote_record(approval=a, user=user, approve=True)
+    if counted >= a.approvers_required:
+        return False
+    event_append(run=run, events=[NewEvent(EventType.APPROVAL_VOTED, {
+        "approval": a.pk, "tool_call_id": a.tool_call.tool_call_id, "by": user.get_username(),
+        "version": a.version, "approvals": counted, "required": a.approvers_required,
+    }, tool_call_id=a.tool_call.tool_call_id, actor=user.get_username())])
+    return True
+
+
+def _edit_pending(a: Approval, run: Run, edited_args: dict[str, Any]) -> None:
+    """Make ``edited_args`` the version the other approvers decide (older approvals go stale)."""
+    args, sensitive = _validated(run, a.tool, edited_args), _sensitive(run, a.tool)
+    changed = sorted(k for k in sensitive if k in args
+                     and not (isinstance(args[k], str) and args[k].startswith("[redacted")))
+    if changed:
+        raise InvalidInput(f"{', '.join(changed)} is sensitive and cannot be edited on an "
+                           "approval that needs several approvers (the others could not see "
+                           "it); reject with the right value as the reason", field="args")
+    a.approved_args, a.version = redact(args, sensitive), a.version + 1
+    a.save(update_fields=["approved_args", "version"])
 
 
 def _sealed_edit(call: ToolCall, args: dict[str, Any],
@@ -241,6 +275,7 @@ def _expire_rerequest(a: Approval, run: Run) -> None:
         run=run, tool_call=a.tool_call, tool=a.tool, proposed_args=a.proposed_args,
         risk=a.risk, why=a.why, state_seq=a.state_seq, plan_version=a.plan_version,
         requested_by=a.requested_by, expiry_outcome=a.expiry_outcome,
+        approvers_required=a.approvers_required,
         expires_at=clock.now() + max(window, dt.timedelta(minutes=1)))
     fields = None
     if run.status == RunStatus.WAITING:

@@ -55,6 +55,7 @@ class EventType(models.TextChoices):
     APPROVAL_DECIDED = "approval.decided"
     APPROVAL_EXPIRED = "approval.expired"
     APPROVAL_STALE = "approval.stale"
+    APPROVAL_VOTED = "approval.voted"
     GUARD_DRIFT_SCORED = "guard.drift_scored"
     GUARD_SELF_CHECKED = "guard.self_checked"
     GUARD_SELF_CHECK_FAILED = "guard.self_check_failed"
@@ -85,7 +86,8 @@ EVENT_LABELS: dict[str, str] = {
     E.CHILDREN_ENDED: "Child runs ended with exceptions",
     E.SIGNAL_RECEIVED: "Signal received", E.CONTEXT_COMPACTED: "Context compacted",
     E.APPROVAL_DECIDED: "Approval decided", E.APPROVAL_EXPIRED: "Approval expired",
-    E.APPROVAL_STALE: "Approval went stale", E.GUARD_DRIFT_SCORED: "Drift scored",
+    E.APPROVAL_STALE: "Approval went stale",
+    E.APPROVAL_VOTED: "Approved by one of several", E.GUARD_DRIFT_SCORED: "Drift scored",
     E.GUARD_SELF_CHECKED: "Self-check passed", E.GUARD_SELF_CHECK_FAILED: "Self-check failed",
 }
 # Facts for people: the state is already right without them (the change they report comes
@@ -94,7 +96,7 @@ AUDIT_ONLY = frozenset({
     E.RUN_RESUMED, E.RUN_BUDGET_RAISED, E.RUN_CANCELLED, E.RUN_COMPLETED, E.RUN_FORKED,
     E.TOOL_STARTED, E.TOOL_ATTEMPT_FAILED, E.TOOL_LATE_RESULT,
     E.TOOL_COMPENSATION_FAILED, E.APPROVAL_EXPIRED, E.APPROVAL_STALE,
-    E.GUARD_SELF_CHECK_FAILED,
+    E.APPROVAL_VOTED, E.GUARD_SELF_CHECK_FAILED,
 })
 REDUCED = frozenset(EventType) - AUDIT_ONLY
 _KNOWN = frozenset(EventType.values)

@@ -2,7 +2,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs.views import actions, admin_pages, detail, history, inbox, lists, queue, world
+from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
+                        queue, world)
 
 app_name = "console"
 urlpatterns = [
@@ -24,6 +25,9 @@ urlpatterns = [
     path("approvals/<int:approval_id>/diff/", inbox.approval_diff, name="approval_diff"),
     path("approvals/<int:approval_id>/<str:verb>/", inbox.approval_decide,
          name="approval_decide"),
+    path("decide/<str:token>/", decision_links.decision_link, name="decision_link"),
+    path("integrations/slack/interactions/", decision_links.slack_interactions,
+         name="slack_interactions"),
     path("settings/", admin_pages.settings_page, name="settings"),
     path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),

@@ -9,6 +9,7 @@ from approvals.models import Approval
 from approvals.roles import SUPPORT
 from approvals.services import approval_decide
 from approvals.statuses import ApprovalStatus
+from approvals.votes import vote_current, votes_counted
 from runs.models import Run
 
 
@@ -18,12 +19,18 @@ class ApprovalAction(Action):
     target = "approval"
     roles = (SUPPORT,)
     reason_required = False
+    approves = True  # counts as one approval under the two-person rule
 
     def check(self, user: Any, target: Approval) -> None:
-        """Refuse other roles, self-approval, and approvals decided already."""
+        """Refuse other roles, self-approval, a second approval by the same person, and
+        approvals decided already."""
         super().check(user, target)
         if target.requested_by_id is not None and target.requested_by_id == getattr(user, "pk", None):
             raise NotAllowed("you asked for this approval; someone else must decide it")
+        if self.approves and target.approvers_required > 1 \
+                and vote_current(approval=target, user=user):
+            raise NotAllowed(f"you already approved this; it needs {target.approvers_required} "
+                             "different approvers, so someone else must approve it")
 
     def applies(self, target: Approval) -> None:
         """Refuse an approval that is no longer pending, saying who decided it."""
@@ -37,10 +44,14 @@ class ApprovalAction(Action):
         return target.run
 
     def decided(self, approval: Approval) -> dict[str, Any]:
-        """Return the audit summary of a decision."""
-        return {"approval": approval.pk, "tool": approval.tool,
-                "tool_call_id": approval.tool_call.tool_call_id, "status": approval.status,
-                "proposed_args": approval.proposed_args, "approved_args": approval.approved_args}
+        """Return the audit summary of a decision (with the approvals counted so far)."""
+        out = {"approval": approval.pk, "tool": approval.tool,
+               "tool_call_id": approval.tool_call.tool_call_id, "status": approval.status,
+               "proposed_args": approval.proposed_args, "approved_args": approval.approved_args}
+        if approval.approvers_required > 1:
+            out.update(approvals=votes_counted(approval), required=approval.approvers_required,
+                       version=approval.version)
+        return out
 
 
 class Approve(ApprovalAction):

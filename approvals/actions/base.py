@@ -91,8 +91,10 @@ class Action:
         """Check, perform, and record who did what and why; return what changed.
 
         ``confirm`` is what the person typed; an action that cannot be undone refuses
-        without its word or amount (ConfirmationRequired), changing nothing.
+        without its word or amount (ConfirmationRequired), changing nothing. ``channel``
+        (console, email_link, slack, api) is where the decision came from, for the audit.
         """
+        channel = params.pop("channel", "console")
         self.check(user, target)
         reason = (reason or "").strip()
         if self.reason_required and not reason:
@@ -105,7 +107,8 @@ class Action:
         signature = failure_signature(run=self.run_of(target))
         with transaction.atomic() if self.atomic else nullcontext():
             changes = self.perform(user, target, reason, **params)
-            self.audit(user, target, reason, changes, bulk, signature=signature)
+            self.audit(user, target, reason, {**changes, "channel": channel}, bulk,
+                       signature=signature)
         return changes
 
     def perform(self, user: Any, target: Any, reason: str, **params: Any) -> dict[str, Any]:

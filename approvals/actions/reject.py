@@ -15,6 +15,7 @@ class Reject(ApprovalAction):
     label = "Reject"
     help = "Refuse the tool call; the agent sees your reason and finds another way."
     reason_required = True
+    approves = False
 
     def perform(self, user: Any, target: Approval, reason: str, **params: Any) -> dict[str, Any]:
         """Call approval_decide(approve=False)."""

@@ -5,12 +5,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.urls import reverse
 from django.utils.html import escape
 
+from approvals.links import approval_links, site_url
 from approvals.models import Delivery
-from approvals.statuses import NotifyStage, NotifySubject
+from approvals.statuses import ApprovalStatus, NotifyStage, NotifySubject
 
 _STAGE_PREFIX = {NotifyStage.NOTIFY: "", NotifyStage.REMIND: "Reminder: ",
                  NotifyStage.ESCALATE: "Escalated: "}
@@ -18,12 +19,17 @@ _STAGE_PREFIX = {NotifyStage.NOTIFY: "", NotifyStage.REMIND: "Reminder: ",
 
 @dataclass
 class Message:
-    """One rendered notice; ``links`` are (label, url) pairs, the console link last."""
+    """One rendered notice; ``links`` are (label, url) pairs, the console link last.
+
+    ``buttons`` are chat buttons (label, action id, value) the interaction endpoint decides
+    by (approvals.slack); emails carry per-recipient signed links instead.
+    """
 
     subject: str
     lines: list[str]
     links: list[tuple[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    buttons: list[tuple[str, str, str]] = field(default_factory=list)
 
     def text(self) -> str:
         """Return the plain-text body."""
@@ -45,14 +51,9 @@ def message_for(d: Delivery) -> Message:
     return _stuck_message(d, prefix)
 
 
-def console_url(path: str) -> str:
-    """Return the absolute console URL of ``path``."""
-    return f"{settings.AGENTOPS_CONSOLE_URL}{path}"
-
-
 def _approval_message(d: Delivery, prefix: str) -> Message:
     a = d.approval
-    run_url = console_url(reverse("console:run", args=[a.run_id]))
+    run_url = site_url(reverse("console:run", args=[a.run_id]))
     lines = [f"Run {str(a.run_id)[:8]} asks to call {a.tool} (risk {a.risk}).",
              f"Why: {a.why or 'the tool needs approval'}",
              f"Arguments: {json.dumps(a.proposed_args, sort_keys=True)}",
@@ -60,9 +61,9 @@ def _approval_message(d: Delivery, prefix: str) -> Message:
              if a.expires_at else f"Status: {a.status}"]
     if d.group_name:
         lines.append(f"Assigned to: {d.group_name}")
-    links = [("Open in console", run_url)]
+    links, buttons = _decision_links(d, run_url)
     return Message(subject=f"{prefix}Approval needed: {a.tool} on run {str(a.run_id)[:8]}",
-                   lines=lines, links=links,
+                   lines=lines, links=links, buttons=buttons,
                    data={"subject": "approval", "approval": a.pk, "tool": a.tool,
                          "args": a.proposed_args, "risk": a.risk, "status": a.status,
                          "run": str(a.run_id), "url": run_url})
@@ -70,7 +71,7 @@ def _approval_message(d: Delivery, prefix: str) -> Message:
 
 def _stuck_message(d: Delivery, prefix: str) -> Message:
     run = d.run
-    run_url = console_url(reverse("console:run", args=[run.pk]))
+    run_url = site_url(reverse("console:run", args=[run.pk]))
     reason = run.attention_reason or run.status
     lines = [f"Run {str(run.pk)[:8]} ({run.agent_name}) is {run.status}: {reason}.",
              run.attention_detail or "",
@@ -82,3 +83,23 @@ def _stuck_message(d: Delivery, prefix: str) -> Message:
                    data={"subject": "stuck", "run": str(run.pk), "status": run.status,
                          "reason": reason, "recommended": run.recommended_action,
                          "url": run_url})
+
+
+def _decision_links(d: Delivery, run_url: str) -> tuple[list[tuple[str, str]],
+                                                       list[tuple[str, str, str]]]:
+    """Return the links and chat buttons deciding a pending approval from the message.
+
+    An email to a person carries their own signed single-use approve / reject links; a chat
+    message carries buttons whose press says who pressed; a webhook only the console link.
+    """
+    a = d.approval
+    if a.status != ApprovalStatus.PENDING or d.kind == "webhook":
+        return [("Open in console", run_url)], []
+    if d.user is not None:
+        mine = approval_links(approval=a, recipient=d.user)
+        return [("Approve", mine.approve_url), ("Reject", mine.reject_url),
+                ("Open in console", mine.open_url)], []
+    # A chat channel has no one recipient: only the button values are used, never its URLs.
+    shared = approval_links(approval=a, recipient=AnonymousUser())
+    return [("Open in console", shared.open_url)], [("Approve", "approve", shared.approve_value),
+                                                    ("Reject", "reject", shared.reject_value)]

@@ -54,7 +54,10 @@ def send_email(d: Delivery, msg: Message, decl: dict[str, Any]) -> str:
 def send_slack(d: Delivery, msg: Message, decl: dict[str, Any]) -> str:
     """Post ``msg`` to a Slack-compatible incoming webhook, with one button per link."""
     buttons = [{"type": "button", "text": {"type": "plain_text", "text": label},
-                "url": url, **_button_style(label)} for label, url in msg.links]
+                "action_id": action, "value": value, **_button_style(label)}
+               for label, action, value in msg.buttons]
+    buttons += [{"type": "button", "text": {"type": "plain_text", "text": label},
+                 "action_id": "open", "url": url} for label, url in msg.links]
     body = {"text": msg.subject,
             "blocks": [{"type": "section", "text": {"type": "mrkdwn",
                                                      "text": f"*{msg.subject}*\n" + "\n".join(msg.lines)}},

@@ -14,8 +14,10 @@ from django_htmx.http import HttpResponseClientRedirect
 from approvals.confirmation import (approval_needs_confirmation, confirmation_error,
                                     confirmation_prompt)
 from approvals.forms import EditArgsForm, RejectForm, args_diff, reason_error
+from approvals.remote_decisions import decision_sentence
 from approvals.roles import can_decide_approvals
-from approvals.selectors import approval_get, approval_list_decided, approval_list_pending
+from approvals.selectors import (approval_get, approval_list_decided, approval_list_pending,
+                                 approval_votes)
 from approvals.statuses import ApprovalStatus
 from runs.views import _dispatch
 from runs.views._common import page, role_required
@@ -25,17 +27,27 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _items(approvals: list) -> list[dict[str, Any]]:
-    return [{"a": a, "args_json": _pretty(a.proposed_args),
-             "confirm": confirmation_prompt(a) if approval_needs_confirmation(a) else ""}
+def _items(approvals: list, user: Any) -> list[dict[str, Any]]:
+    votes = approval_votes(approvals)
+    return [{"a": a, "args_json": _pretty(_current_args(a)),
+             "confirm": confirmation_prompt(a) if approval_needs_confirmation(a) else "",
+             "votes": votes.get(a.pk, []),
+             "counted": sum(1 for v in votes.get(a.pk, []) if v["counts"] and v["approve"]),
+             "voted": any(v["who"] == user.get_username() and v["counts"] and v["approve"]
+                          for v in votes.get(a.pk, []))}
             for a in approvals]
+
+
+def _current_args(a: Any) -> Any:
+    # under the two-person rule an edit becomes the version the next approver decides
+    return a.approved_args if a.version > 1 and a.approved_args is not None else a.proposed_args
 
 
 @require_GET
 @role_required()
 def inbox(request: HttpRequest) -> HttpResponse:
     """List pending approvals (soonest expiry first) and recent decisions."""
-    context = {"pending": _items(approval_list_pending(user=request.user)),
+    context = {"pending": _items(approval_list_pending(user=request.user), request.user),
                "decided": approval_list_decided(), "focus": request.GET.get("focus", "")}
     return page(request, "approvals/inbox.html", context, partial="pending")
 
@@ -63,7 +75,7 @@ def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpRe
     outcome = _dispatch.perform(verb, approval=approval, user=request.user, **params)
     if not outcome.ok:
         return _back(request, error=outcome.error, status=outcome.status, focus=approval.pk)
-    messages.success(request, f"{approval.tool}: {verb.replace('_', ' ')} recorded.")
+    messages.success(request, decision_sentence(approval, outcome.result, request.user))
     return _back(request)
 
 

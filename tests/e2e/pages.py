@@ -111,6 +111,9 @@ NOT_PAGES = {
     "saved_view_save": "POST only: saves the queue's filters as a view and redirects to it",
     "saved_view_remove": "POST only: deletes a saved view and redirects to the queue",
     "theme": "POST only: sets the colour theme cookie and redirects back",
+    "decision_link": "opened from a signed link in a message (needs a fresh token): "
+                     "tests/e2e/test_decision_link_page.py opens it in Chromium",
+    "slack_interactions": "POST only: JSON answers to Slack-compatible button presses",
 }
 
 # Whole namespaces (and top-level names) that are not console pages.

@@ -33,7 +33,7 @@ def channels(settings, smtp_server, receiver):
         "mail": {"kind": "email", "url": "", "secret": ""},
         "chat": {"kind": "slack", "url": receiver.url, "secret": ""},
         "hook": {"kind": "webhook", "url": receiver.url, "secret": SECRET}}
-    settings.AGENTOPS_CONSOLE_URL = "http://console.test"
+    settings.AGENTOPS_SITE_URL = "http://console.test"
     return box, receiver
 
 

@@ -40,7 +40,9 @@ def test_an_approval_emails_each_member_of_its_group_through_a_real_smtp_server(
     assert msg["Message-ID"].strip() == message_id(ann.key)
     assert "pay" in msg["Subject"] and str(run.pk)[:8] in msg["Subject"]
     text = msg.get_body(preferencelist=("plain",)).get_content()
-    assert '"amount": 5' in text and f"http://console.test/runs/{run.pk}/" in text
+    assert '"amount": 5' in text and f"http://console.test/approvals/?focus={a.pk}" in text
+    assert "Approve: http://console.test/decide/" in text
+    assert "Reject: http://console.test/decide/" in text
     ann.refresh_from_db()
     assert ann.status == "sent" and ann.sent_at is not None
     assert list(ann.tries.values_list("n", "status")) == [(1, "ok")]
@@ -64,6 +66,24 @@ def test_a_blocked_run_posts_to_a_chat_webhook_with_a_console_button(engine, cha
     assert "permanent_error" in body["text"]
     (button,) = body["blocks"][1]["elements"]
     assert button["url"] == f"http://console.test/runs/{run.pk}/"
+
+
+def test_an_approval_in_chat_has_approve_and_reject_buttons_the_interaction_reads(engine,
+                                                                                 channels):
+    from approvals.links import approval_fingerprint
+
+    _, recv = channels
+    NotifyRule.objects.create(name="chat", subject="approval", channel="chat")
+    run = approval_run()
+    a = run.approvals.get()
+    deliveries_send()
+    (req,) = recv.requests
+    approve, reject, open_ = req["json"]["blocks"][1]["elements"]
+    fp = approval_fingerprint(a)
+    assert (approve["action_id"], approve["value"], approve["style"]) == (
+        "approve", f"approve:{a.pk}:{fp}", "primary")
+    assert (reject["action_id"], reject["value"]) == ("reject", f"reject:{a.pk}:{fp}")
+    assert open_["url"] == f"http://console.test/approvals/?focus={a.pk}"
 
 
 def test_a_webhook_is_signed_retried_with_backoff_and_each_attempt_logged(engine, channels):

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0003_intervention_signature'),
+        ('approvals', '0004_decision_links_two_person'),
         ('auth', '0012_alter_user_first_name_max_length'),
         ('runs', '0011_block_reasons_rolled_back_config_internal_refused'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
