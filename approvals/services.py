@@ -18,6 +18,7 @@ from agentops.errors import InvalidInput
 from agentops.tools import ToolSpec
 from approvals.errors import AlreadyDecided, NotAllowed, StaleApproval
 from approvals.models import Approval
+from approvals.records import approvals_insert
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 from approvals.transition import approval_transition
 from approvals.votes import vote_record
@@ -271,12 +272,13 @@ def _expire_cancel(a: Approval, run: Run) -> None:
 def _expire_rerequest(a: Approval, run: Run) -> None:
     spec = _spec(run, a.tool)
     window = dt.timedelta(seconds=spec.approval_expiry_s) if spec else a.expires_at - a.created_at
-    fresh = Approval.objects.create(
+    fresh = Approval(
         run=run, tool_call=a.tool_call, tool=a.tool, proposed_args=a.proposed_args,
         risk=a.risk, why=a.why, state_seq=a.state_seq, plan_version=a.plan_version,
         requested_by=a.requested_by, expiry_outcome=a.expiry_outcome,
         approvers_required=a.approvers_required,
         expires_at=clock.now() + max(window, dt.timedelta(minutes=1)))
+    approvals_insert([fresh])()  # routed and notified like the first ask, in this transaction
     fields = None
     if run.status == RunStatus.WAITING:
         data = dict(run.wait_data)

@@ -80,3 +80,20 @@ def test_a_run_still_blocked_after_its_sla_reminds_on_the_chat_channel(engine, c
     first, second = (r["json"]["text"] for r in recv.requests)
     assert first.startswith(f"Run {str(run.pk)[:8]} needs a person: permanent_error")
     assert second.startswith(f"Reminder: Run {str(run.pk)[:8]} needs a person")
+
+
+def test_an_approval_asked_again_after_expiry_is_routed_and_notified_again(engine, channels):
+    from approvals.models import Approval
+
+    box, _ = channels
+    g = group_with("payments", "ann@example.com")
+    NotifyRule.objects.create(name="pay", subject="approval", group=g, channel="mail")
+    run = approval_run()
+    first = run.approvals.get()
+    Approval.objects.filter(pk=first.pk).update(expires_at=later(-1), expiry_outcome="rerequest")
+    sweep_once()
+    fresh = Approval.objects.get(run=run, status="pending")
+    assert fresh.pk != first.pk and fresh.assigned_group == g
+    deliveries_send()
+    assert [m["To"] for m in box.messages] == ["ann@example.com"] * 2
+    assert Delivery.objects.filter(approval=fresh).count() == 1
