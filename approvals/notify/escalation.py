@@ -25,7 +25,7 @@ def tracks_escalate(*, limit: int = 50) -> list[int]:
     now = clock.now()
     with transaction.atomic():
         # skip_locked: a clock another sweeper is moving is its; never wait for it.
-        due = list(NotifyTrack.objects.select_for_update(skip_locked=True)
+        due = list(NotifyTrack.objects.select_for_update(skip_locked=True, of=("self",))
                    .filter(closed_at__isnull=True, due_at__lte=now)
                    .select_related("rule").order_by("due_at")[:limit])
         for track in due:
