@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 
 from agentops.admin_readonly import ReadOnlyAdmin
 from approvals.apikeys import apikey_revoke
-from approvals.models import ApiKey, Approval, Intervention
+from approvals.models import ApiKey, Approval, Delivery, DeliveryAttempt, Intervention, NotifyRule
 
 
 @admin.register(Approval)
@@ -17,6 +17,38 @@ class ApprovalAdmin(ReadOnlyAdmin):
     list_display = ("id", "run", "tool", "status", "created_at")
     list_filter = ("status", "tool")
     search_fields = ("run__id", "tool")
+
+
+@admin.register(NotifyRule)
+class NotifyRuleAdmin(ReadOnlyAdmin):
+    """Routing rules; edit them on the console's Settings page (audited)."""
+
+    list_display = ("name", "order", "enabled", "subject", "group", "channel", "sla_s",
+                    "escalate_to")
+
+
+class DeliveryAttemptInline(admin.TabularInline):
+    """Each try to send a delivery, read-only."""
+
+    model = DeliveryAttempt
+    extra = 0
+    can_delete = False
+    readonly_fields = ("n", "status", "worker", "started_at", "finished_at", "response", "error")
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        """Refuse: attempts are written by the sender."""
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReadOnlyAdmin):
+    """The notification outbox with its attempt log."""
+
+    list_display = ("id", "run", "stage", "channel", "recipient", "status", "attempts",
+                    "sent_at")
+    list_filter = ("status", "channel", "stage")
+    search_fields = ("run__id", "recipient", "key")
+    inlines = (DeliveryAttemptInline,)
 
 
 @admin.register(Intervention)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 PAGES = ["runs/run", "runs/step", "runs/event", "runs/snapshot", "runs/signal",
          "runs/budgetpolicy", "runs/workerheartbeat", "ledger/toolcall", "ledger/toolattempt",
          "ledger/artifact", "ledger/toollimit", "approvals/approval", "approvals/intervention",
-         "approvals/apikey"]
+         "approvals/apikey", "approvals/notifyrule", "approvals/delivery"]
 
 
 @pytest.fixture
