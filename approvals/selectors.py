@@ -15,7 +15,7 @@ INBOX_LIMIT = 100
 def approval_list_pending(*, user: Any = None, limit: int = INBOX_LIMIT) -> list[Approval]:
     """Return pending approvals, the soonest to expire first (no expiry last)."""
     qs = (Approval.objects.filter(status=ApprovalStatus.PENDING)
-          .select_related("run", "tool_call")
+          .select_related("run", "tool_call", "assigned_group")
           .order_by(F("expires_at").asc(nulls_last=True), "created_at", "id"))
     return list(qs[:limit])
 

@@ -49,6 +49,17 @@ def test_an_approval_emails_each_member_of_its_group_through_a_real_smtp_server(
     assert deliveries_send() == []  # nothing is sent twice
 
 
+def test_the_inbox_shows_the_group_an_approval_is_assigned_to(engine, channels, client):
+    from tests.console_factories import make_user
+
+    NotifyRule.objects.create(name="pay", subject="approval", group=group_with("payments"),
+                              channel="mail")
+    approval_run()
+    client.force_login(make_user("sue", "support"))
+    html = client.get("/approvals/").content.decode()
+    assert "data-assigned>assigned to payments<" in html
+
+
 def test_a_blocked_run_posts_to_a_chat_webhook_with_a_console_button(engine, channels):
     _, recv = channels
     NotifyRule.objects.create(name="stuck", subject="stuck", failure_class="permanent_error",
