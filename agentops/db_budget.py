@@ -23,9 +23,9 @@ from runs.engine.runtime.queue import worker_name
 
 POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
 # A worker host's own sessions besides its q2 worker processes' pools: the cluster's
-# sentinel, pusher (ORM broker) and monitor, the sweeper thread and the `agentops worker`
-# main thread.
-WORKER_HOST_FIXED = 5
+# sentinel, pusher (ORM broker) and monitor, the sweeper thread, the notification sender
+# thread (approvals.notify.sender) and the `agentops worker` main thread.
+WORKER_HOST_FIXED = 6
 KEEPER = 1  # the lease keeper process beside each q2 worker process (one direct connection)
 
 
