@@ -125,3 +125,20 @@ def test_approvers_needs_an_approval_mode():
     with pytest.raises(ValueError, match="approvers must be a whole number from 1 to 5"):
         tool(lambda ctx, x: None, name="t", parameters={"type": "object"},
              approval="always", approvers=0)
+
+
+def test_the_api_counts_approvals_and_records_its_channel(approval, people):
+    from django.test import Client
+
+    from approvals.apikeys import apikey_create
+
+    _, key = apikey_create(user=people["ann"], name="ci")
+    api = Client(headers={"Authorization": f"Bearer {key}"})
+    body = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"},
+                    content_type="application/json").json()
+    assert (body["status"], body["approvals"], body["approvers_required"]) == ("pending", 1, 2)
+    again = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"},
+                     content_type="application/json")
+    assert again.status_code == 403
+    assert "you already approved this" in again.json()["error"]["message"]
+    assert Intervention.objects.get(action="approval.approve").data["channel"] == "api"
