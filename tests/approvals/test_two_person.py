@@ -142,3 +142,30 @@ def test_the_api_counts_approvals_and_records_its_channel(approval, people):
     assert again.status_code == 403
     assert "you already approved this" in again.json()["error"]["message"]
     assert Intervention.objects.get(action="approval.approve").data["channel"] == "api"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_approvers_at_the_same_moment_both_count_and_it_runs_once(approval, people):
+    import threading
+
+    from django.db import connection
+
+    barrier, pages = threading.Barrier(2), {}
+
+    def press(name: str) -> None:
+        try:
+            barrier.wait()
+            pages[name] = decide(people[name], approval)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=press, args=(n,)) for n in ("ann", "ben")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state(approval) == "approved" and ApprovalVote.objects.count() == 2
+    assert sum("1 of 2 approvals" in p for p in pages.values()) == 1
+    assert drive(approval.run) == "succeeded"
+    assert world.count("rotate_key") == 1
