@@ -37,8 +37,13 @@ def decision_link(request: HttpRequest, token: str) -> HttpResponse:
     except LinkRefused as exc:
         return _page(request, {"refusal": exc.message}, exc.http_status)
     if request.method == "GET":
-        refusal = APPROVAL_ACTIONS[claim.verb].refusal(user, claim.approval)
-        return _page(request, _shown(claim, user, refusal), 403 if refusal else 200)
+        try:
+            APPROVAL_ACTIONS[claim.verb].check(user, claim.approval)
+        except PermissionDenied as exc:
+            return _page(request, _shown(claim, user, str(exc)), 403)
+        except AgentOpsError as exc:  # decided already: say by whom
+            return _page(request, _shown(claim, user, exc.message), exc.http_status)
+        return _page(request, _shown(claim, user, ""))
     reason = request.POST.get("reason", "").strip()[:2000]
     try:
         changes = link_decide(claim=claim, user=user, reason=reason,

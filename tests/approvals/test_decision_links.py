@@ -183,3 +183,11 @@ def test_one_link_posted_twice_at_once_decides_once(engine, users, settings):
         t.join()
     assert sorted(codes) == [200, 409]
     assert Intervention.objects.filter(action="approval.approve").count() == 1
+
+
+def test_a_link_to_an_approval_decided_in_the_console_says_by_whom(waiting, users):
+    _, approval, links = waiting
+    client_for(users["admin"]).post(f"/approvals/{approval.pk}/approve/", {"confirm": "5"})
+    page = Client().get(_path(links.approve_url))
+    assert page.status_code == 409
+    assert "This approval was already approved by admin." in page.content.decode()
