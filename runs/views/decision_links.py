@@ -60,11 +60,12 @@ def _shown(claim: LinkClaim, user: Any, refusal: str) -> dict[str, Any]:
     a = claim.approval
     args = a.approved_args if a.version > 1 and a.approved_args is not None else a.proposed_args
     confirm = claim.verb == "approve" and approval_needs_confirmation(a)
+    votes = approval_votes([a]).get(a.pk, [])
     return {"a": a, "verb": claim.verb, "title": _TITLES[claim.verb], "recipient": user,
             "args_json": json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False,
                                     default=str),
             "confirm": confirmation_prompt(a) if confirm else "", "refusal": refusal,
-            "votes": approval_votes([a]).get(a.pk, [])}
+            "votes": votes, "counted": sum(1 for v in votes if v["counts"] and v["approve"])}
 
 
 def _page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:

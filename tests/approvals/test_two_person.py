@@ -169,3 +169,21 @@ def test_two_approvers_at_the_same_moment_both_count_and_it_runs_once(approval, 
     assert sum("1 of 2 approvals" in p for p in pages.values()) == 1
     assert drive(approval.run) == "succeeded"
     assert world.count("rotate_key") == 1
+
+
+def test_a_decision_link_gives_the_second_approval(approval, people, settings):
+    from django.test import Client
+
+    from approvals.links import approval_links
+
+    settings.AGENTOPS_SITE_URL = "https://ops.example.com"
+    decide(people["ann"], approval)
+    ann_link = approval_links(approval=approval, recipient=people["ann"]).approve_url
+    again = Client().post(ann_link.removeprefix("https://ops.example.com"))
+    assert again.status_code == 403 and "You already approved this" in again.content.decode()
+    ben_link = approval_links(approval=approval, recipient=people["ben"]).approve_url
+    page = Client().get(ben_link.removeprefix("https://ops.example.com")).content.decode()
+    assert "1 of 2 approvals</strong> (different people) · approved by ann" in page
+    done = Client().post(ben_link.removeprefix("https://ops.example.com")).content.decode()
+    assert "rotate_key: approved by ben; the call runs now." in done
+    assert drive(approval.run) == "succeeded" and world.count("rotate_key") == 1
