@@ -9,6 +9,7 @@ from ninja import Field, Schema
 
 from agentops.strict import StrictIn
 from approvals.statuses import ApprovalStatus
+from approvals.votes import votes_counted
 
 
 class ApprovalOut(Schema):
@@ -31,6 +32,16 @@ class ApprovalOut(Schema):
     expiry_outcome: str
     escalated: bool
     created_at: dt.datetime
+    approvers_required: int = Field(description="distinct people who must approve")
+    version: int = Field(description="bumped when the arguments to approve change")
+    approvals: int = Field(description="approvals of the current version so far")
+
+    @staticmethod
+    def resolve_approvals(obj: Any) -> int:
+        """Return the approvals that count (0 or 1 without the two-person rule)."""
+        if obj.approvers_required > 1:
+            return votes_counted(obj)
+        return 1 if obj.status == "approved" else 0
 
     @staticmethod
     def resolve_tool_call_id(obj: Any) -> str:

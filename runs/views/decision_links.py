@@ -37,8 +37,13 @@ def decision_link(request: HttpRequest, token: str) -> HttpResponse:
     except LinkRefused as exc:
         return _page(request, {"refusal": exc.message}, exc.http_status)
     if request.method == "GET":
-        refusal = APPROVAL_ACTIONS[claim.verb].refusal(user, claim.approval)
-        return _page(request, _shown(claim, user, refusal), 403 if refusal else 200)
+        try:
+            APPROVAL_ACTIONS[claim.verb].check(user, claim.approval)
+        except PermissionDenied as exc:
+            return _page(request, _shown(claim, user, str(exc)), 403)
+        except AgentOpsError as exc:  # decided already: say by whom
+            return _page(request, _shown(claim, user, exc.message), exc.http_status)
+        return _page(request, _shown(claim, user, ""))
     reason = request.POST.get("reason", "").strip()[:2000]
     try:
         changes = link_decide(claim=claim, user=user, reason=reason,
@@ -55,11 +60,12 @@ def _shown(claim: LinkClaim, user: Any, refusal: str) -> dict[str, Any]:
     a = claim.approval
     args = a.approved_args if a.version > 1 and a.approved_args is not None else a.proposed_args
     confirm = claim.verb == "approve" and approval_needs_confirmation(a)
+    votes = approval_votes([a]).get(a.pk, [])
     return {"a": a, "verb": claim.verb, "title": _TITLES[claim.verb], "recipient": user,
             "args_json": json.dumps(args, indent=2, sort_keys=True, ensure_ascii=False,
                                     default=str),
             "confirm": confirmation_prompt(a) if confirm else "", "refusal": refusal,
-            "votes": approval_votes([a]).get(a.pk, [])}
+            "votes": votes, "counted": sum(1 for v in votes if v["counts"] and v["approve"])}
 
 
 def _page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> HttpResponse:

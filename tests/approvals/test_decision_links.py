@@ -52,13 +52,16 @@ def test_get_shows_the_exact_call_and_decides_nothing(waiting):
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 
-def test_post_approves_as_the_recipient_through_the_action_and_the_tool_runs_once(waiting):
+def test_post_approves_as_the_recipient_through_the_action_and_the_tool_runs_once(waiting,
+                                                                                 users):
     run, approval, links = waiting
     page = Client().post(_path(links.approve_url), {"confirm": "5"})
     assert page.status_code == 200, page.content.decode()
     assert "pay: approved by support; the call runs now." in page.content.decode()
     row = Intervention.objects.get(action="approval.approve")
     assert row.actor.username == "support" and row.data["channel"] == "email_link"
+    audit = client_for(users["admin"]).get("/audit/").content.decode()
+    assert "approval.approve <span class=\"muted\" data-channel>via email_link</span>" in audit
     assert drive(run) == "succeeded"
     assert [e[0] for e in world.effects].count("pay") == 1
 
@@ -152,3 +155,39 @@ def test_reject_asks_for_a_reason_and_the_agent_reads_it(waiting):
     assert row.data["channel"] == "email_link" and row.reason == "bob was paid already"
     assert drive(run) in ("succeeded", "completed_with_exceptions")
     assert "pay" not in [e[0] for e in world.effects]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_one_link_posted_twice_at_once_decides_once(engine, users, settings):
+    import threading
+
+    from django.db import connection
+
+    settings.AGENTOPS_SITE_URL = "https://ops.example.com"
+    approval = Approval.objects.get(run=approval_run("linkrace"))
+    url = _path(approval_links(approval=approval, recipient=users["support"]).approve_url)
+    barrier, codes = threading.Barrier(2), []
+
+    def post() -> None:
+        try:
+            barrier.wait()
+            codes.append(Client().post(url, {"confirm": "5"}).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [200, 409]
+    assert Intervention.objects.filter(action="approval.approve").count() == 1
+
+
+def test_a_link_to_an_approval_decided_in_the_console_says_by_whom(waiting, users):
+    _, approval, links = waiting
+    client_for(users["admin"]).post(f"/approvals/{approval.pk}/approve/", {"confirm": "5"})
+    page = Client().get(_path(links.approve_url))
+    assert page.status_code == 409
+    assert "This approval was already approved by admin." in page.content.decode()

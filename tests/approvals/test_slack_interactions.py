@@ -50,13 +50,13 @@ def approval(engine, users, settings):
 
 
 def press(approval, *, user="U1", verb="approve", ts=None, secret=SECRET, value=None,
-          client=None):
-    """POST one signed block_actions press; return the response."""
+          client=None, email="", raw=None):
+    """POST one signed block_actions press (or ``raw`` as the payload); return the response."""
     links = approval_links(approval=approval, recipient=_any())
-    payload = {"type": "block_actions", "user": {"id": user, "username": user},
+    payload = {"type": "block_actions", "user": {"id": user, "username": user, "email": email},
                "response_url": "https://hooks.example/r",
                "actions": [{"action_id": verb, "value": value or getattr(links, f"{verb}_value")}]}
-    body = urlencode({"payload": json.dumps(payload)})
+    body = urlencode({"payload": raw if raw is not None else json.dumps(payload)})
     ts = str(int(time.time()) if ts is None else ts)
     sig = "v0=" + hmac.new(secret.encode(), f"v0:{ts}:{body}".encode(),
                            hashlib.sha256).hexdigest()
@@ -135,3 +135,20 @@ def test_without_a_signing_secret_the_endpoint_is_off(approval, settings):
     settings.AGENTOPS_SLACK_SIGNING_SECRET = ""
     answer = press(approval)
     assert answer.status_code == 503 and "AGENTOPS_SLACK_SIGNING_SECRET" in answer.json()["error"]
+
+
+def test_an_unlisted_slack_user_is_matched_by_email(approval, users):
+    users["support"].email = "Sup@Example.com"
+    users["support"].save(update_fields=["email"])
+    answer = press(approval, user="U7", email="sup@example.com").json()
+    assert answer["text"] == "announce: approved by support; the call runs now."
+
+
+@pytest.mark.parametrize("raw", ["not json", '{"type": "block_actions", "actions": []}',
+                                 '{"type": "view_submission", "user": {"id": "U1"}, '
+                                 '"actions": [{"value": "approve:1:x"}]}'])
+def test_a_malformed_payload_is_refused_saying_what_was_expected(approval, raw):
+    answer = press(approval, raw=raw).json()
+    assert answer["response_type"] == "ephemeral"
+    assert "not a block_actions press" in answer["text"] or "names no approval" in answer["text"]
+    assert Approval.objects.get(pk=approval.pk).status == "pending"

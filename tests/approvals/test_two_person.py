@@ -125,3 +125,65 @@ def test_approvers_needs_an_approval_mode():
     with pytest.raises(ValueError, match="approvers must be a whole number from 1 to 5"):
         tool(lambda ctx, x: None, name="t", parameters={"type": "object"},
              approval="always", approvers=0)
+
+
+def test_the_api_counts_approvals_and_records_its_channel(approval, people):
+    from django.test import Client
+
+    from approvals.apikeys import apikey_create
+
+    _, key = apikey_create(user=people["ann"], name="ci")
+    api = Client(headers={"Authorization": f"Bearer {key}"})
+    body = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"},
+                    content_type="application/json").json()
+    assert (body["status"], body["approvals"], body["approvers_required"]) == ("pending", 1, 2)
+    again = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"},
+                     content_type="application/json")
+    assert again.status_code == 403
+    assert "you already approved this" in again.json()["error"]["message"]
+    assert Intervention.objects.get(action="approval.approve").data["channel"] == "api"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_approvers_at_the_same_moment_both_count_and_it_runs_once(approval, people):
+    import threading
+
+    from django.db import connection
+
+    barrier, pages = threading.Barrier(2), {}
+
+    def press(name: str) -> None:
+        try:
+            barrier.wait()
+            pages[name] = decide(people[name], approval)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=press, args=(n,)) for n in ("ann", "ben")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state(approval) == "approved" and ApprovalVote.objects.count() == 2
+    assert sum("1 of 2 approvals" in p for p in pages.values()) == 1
+    assert drive(approval.run) == "succeeded"
+    assert world.count("rotate_key") == 1
+
+
+def test_a_decision_link_gives_the_second_approval(approval, people, settings):
+    from django.test import Client
+
+    from approvals.links import approval_links
+
+    settings.AGENTOPS_SITE_URL = "https://ops.example.com"
+    decide(people["ann"], approval)
+    ann_link = approval_links(approval=approval, recipient=people["ann"]).approve_url
+    again = Client().post(ann_link.removeprefix("https://ops.example.com"))
+    assert again.status_code == 403 and "You already approved this" in again.content.decode()
+    ben_link = approval_links(approval=approval, recipient=people["ben"]).approve_url
+    page = Client().get(ben_link.removeprefix("https://ops.example.com")).content.decode()
+    assert "1 of 2 approvals</strong> (different people) · approved by ann" in page
+    done = Client().post(ben_link.removeprefix("https://ops.example.com")).content.decode()
+    assert "rotate_key: approved by ben; the call runs now." in done
+    assert drive(approval.run) == "succeeded" and world.count("rotate_key") == 1
