@@ -98,11 +98,14 @@ def _send(d: Delivery) -> Sent:
         return Sent(False, error=f"channel {d.channel!r} is not declared in "
                                  f"AGENTOPS_NOTIFY_CHANNELS (declared: {declared})",
                     retryable=False)
-    full = Delivery.objects.select_related("track", "run", "approval").get(pk=d.pk)
+    full = Delivery.objects.select_related("track", "run", "approval", "user").get(pk=d.pk)
     try:
         return Sent(True, response=SENDERS[decl["kind"]](full, message_for(full), decl)[:300])
     except DeliveryFailed as exc:
         return Sent(False, error=str(exc), retryable=exc.retryable)
+    except Exception as exc:  # noqa: BLE001 - one bad message must not stop the others
+        log.exception("delivery %s could not be built or sent", d.key[:12])
+        return Sent(False, error=f"internal error: {type(exc).__name__}: {exc}"[:2000])
 
 
 def _record(d: Delivery, result: Sent) -> None:
@@ -145,4 +148,7 @@ def sender_loop(stop: threading.Event, *, interval_s: float) -> None:
                 pass
         except DatabaseError:
             log.exception("sending notifications failed; retrying in %.1fs", interval_s)
+        except Exception:  # noqa: BLE001 - the sender thread must outlive any one bad round
+            log.exception("sending notifications failed unexpectedly; retrying in %.1fs",
+                          interval_s)
         stop.wait(interval_s)

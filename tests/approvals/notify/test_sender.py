@@ -175,3 +175,26 @@ def test_the_run_panel_shows_who_was_notified_when_and_the_sla_clock(engine, cha
     (row,) = client.get(f"/api/notify/deliveries?run_id={run.pk}").json()
     assert row["recipient"] == "ann@example.com" and row["status"] == "sent"
     assert [(t["n"], t["status"]) for t in row["tries"]] == [(1, "ok")]
+
+
+def test_a_message_that_cannot_be_built_is_an_error_attempt_and_the_others_still_go(
+        engine, channels, monkeypatch):
+    from approvals.notify import sender
+
+    _, recv = channels
+    NotifyRule.objects.create(name="hook", subject="approval", channel="hook")
+    NotifyRule.objects.create(name="chat", subject="approval", channel="chat")
+    approval_run()
+    real = sender.message_for
+
+    def broken_for_hook(d):
+        if d.channel == "hook":
+            raise KeyError("a template field")
+        return real(d)
+
+    monkeypatch.setattr(sender, "message_for", broken_for_hook)
+    deliveries_send()
+    hook, chat = (Delivery.objects.get(channel=c) for c in ("hook", "chat"))
+    assert chat.status == "sent" and len(recv.requests) == 1
+    assert hook.status == "pending" and "internal error: KeyError" in hook.last_error
+    assert list(hook.tries.values_list("status", flat=True)) == ["error"]
