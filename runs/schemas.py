@@ -182,6 +182,10 @@ class EventOut(Schema):
     tool_call_id: str
     attempt: int | None
     actor: str
+    caused_by: str = Field(description="why it happened: seq:N (an earlier event of this run) "
+                           "or a root: start:<who>, action:<id> (an operator's action; its "
+                           "Intervention row's data.cause), recovery:<lost worker>, "
+                           "signal:<name>; '' for events written before causes were kept")
     schema_version: int
     at: dt.datetime
 
