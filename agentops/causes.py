@@ -41,11 +41,6 @@ def event_cause(cause: str) -> Iterator[str]:
         _current.reset(token)
 
 
-def cause_current() -> str:
-    """Return the cause opened by the innermost ``event_cause`` block ("" outside any)."""
-    return _current.get()
-
-
 def causes_for(n: int, first_seq: int, given: list[str]) -> list[str]:
     """Return the causes of ``n`` events numbered from ``first_seq`` (``given`` may set some).
 

@@ -108,3 +108,22 @@ class CauseChainOut(Schema):
     root_kind: str = Field(description="start | action | recovery | signal | '' (not recorded)")
     root_text: str
     root: dict[str, Any] = Field(description="the root's audit row (an action's Intervention)")
+
+
+class WorldChangeOut(Schema):
+    """One thing that changed while a run waited."""
+
+    kind: Literal["permission", "version"]
+    subject: str = Field(description="the requester's username, or the tool")
+    what: str
+    before: str
+    now: str
+
+
+class WorldChangedOut(Schema):
+    """The re-check that blocked a run (its world.changed event)."""
+
+    seq: int
+    at: dt.datetime
+    why: str = Field(description="recovery | wait: what the run came back from")
+    changes: list[WorldChangeOut]
