@@ -15,6 +15,7 @@ from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from approvals.models import Approval, Intervention
 from runs.engine.runtime.recovery import runs_recover_expired
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.engine.runtime.transition import run_claim
 from runs.models import Event, Run
 from runs.services import run_start
@@ -71,6 +72,7 @@ def test_every_event_chains_back_to_a_root(agent, support, operator):
     with later(settings.AGENTOPS_LEASE_TTL_S + 5):
         assert runs_recover_expired() == [run.pk]
     assert drive(run) == "succeeded"
+    assert replay_state(run.pk) == load_state(run.pk)  # causes change nothing the log reduces
 
     events = list(Event.objects.filter(run=run).order_by("seq"))
     assert all(e.caused_by for e in events), [(e.seq, e.type) for e in events if not e.caused_by]
@@ -89,6 +91,10 @@ def test_every_event_chains_back_to_a_root(agent, support, operator):
     assert support.user.username in roots[first]["root_text"]
     recovered = Event.objects.get(run=run, type="run.recovered")
     assert recovered.caused_by == "recovery:lost-worker:1"
+    checked = Event.objects.get(run=run, type="world.checked")  # the requester may still run it
+    between = set(Event.objects.filter(run=run, seq__gt=recovered.seq, seq__lt=checked.seq)
+                  .values_list("type", flat=True))
+    assert between <= {"run.status", "guard.self_checked"}  # checked before any work
     # what the worker did after the recovery follows from it
     after = [c for s, c in roots.items() if s > recovered.seq]
     assert after and all(c["root_kind"] == "recovery" for c in after)

@@ -16,6 +16,7 @@ from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from approvals.models import Approval
 from runs.engine.runtime.recovery import runs_recover_expired
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.engine.runtime.transition import run_claim
 from runs.engine.runtime.waits import timers_wake
 from ledger.errors import ToolRateLimited
@@ -109,6 +110,7 @@ def test_a_recovered_run_blocks_when_a_resource_version_changed(operator, suppor
     assert "<td class=\"mono\" data-before>2026-11</td>" in page
     assert "<td class=\"mono\" data-now>2026-12</td>" in page
     assert ToolCall.objects.get(run=run, tool="order").attempts == 0  # blocked before it ran
+    assert replay_state(run.pk) == load_state(run.pk)  # the log reduces to the snapshot
 
     # Retry accepts the catalog as it is now: the run goes on and does not block again.
     response = operator.post_json(f"/api/runs/{run.pk}/actions",
@@ -144,6 +146,8 @@ def test_a_long_timer_wait_blocks_when_the_requester_lost_the_role(operator, cli
                                    {"action": "retry", "reason": "I own this now"})
         assert response.status_code == 200, response.content
         assert drive(run) == "succeeded"  # the retrying operator is the requester now
+    assert replay_state(run.pk) == load_state(run.pk)
+    assert Event.objects.filter(run=run, type="world.checked").count() == 0
 
 
 def test_a_long_approval_wait_rechecks_and_a_short_one_does_not(operator, support):
