@@ -235,6 +235,9 @@ AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
 # waited longer than the grace (an idle worker would have taken it) makes the tick yield.
 AGENTOPS_YIELD_CHECK_S = _env_float("AGENTOPS_YIELD_CHECK_S", 0.25)
 AGENTOPS_URGENT_GRACE_S = _env_float("AGENTOPS_URGENT_GRACE_S", 0.3)
+# A run that waited at least this long re-checks its requester and resource versions before it
+# goes on (runs.engine.runtime.world); a recovered run always does.
+AGENTOPS_WORLD_RECHECK_AFTER_S = _env_float("AGENTOPS_WORLD_RECHECK_AFTER_S", 60.0)
 # A write tool without its own timeout gets this one: with the lease TTL it bounds how long
 # an attempt may still be in flight (its hard deadline, see docs/workers.md "Fencing").
 AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)

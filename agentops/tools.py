@@ -151,6 +151,8 @@ class ToolSpec:
     concurrency: int | None = None
     rate: int | None = None
     pager: Callable[..., Any] | None = None
+    # version_probe() -> the version of what the tool talks to (an API, a schema, a price list)
+    version_probe: Callable[[], Any] | None = None
     args_model: Any = None  # the pydantic model of typed arguments (None: explicit schema)
     # argument -> the fact of a probe's answer that must hold the same value (empty: every
     # argument whose name is also a fact of the answer, sensitive ones left out)
@@ -247,7 +249,7 @@ def tool(
             returning a reason when a person must approve), approvers (people who must
             approve; 2 = two-person rule), timeout (s), retry (attempts on transient
             errors), sensitive (argument names stored redacted), concurrency, rate (per minute), pager (``pager(ctx, cursor=..., **args)`` returns the page
-            after ``cursor`` of a paged result; without it the tool is called with ``cursor=``).
+            after ``cursor``; without it the tool gets ``cursor=``), version_probe (docs/sdk.md).
         identity: the probe's facts that identify the effect (argument names, or
             ``{argument: fact}``; default: every fact named like a non-sensitive argument).
             A fact that differs leaves the call ``unknown`` with both shown (docs/sdk.md).
@@ -329,6 +331,8 @@ def _check(spec: ToolSpec) -> None:
     if unknown:
         raise ValueError(f"tool {spec.name}: identity names {', '.join(unknown)}, which "
                          "is not among its arguments")
+    if spec.version_probe is not None and not callable(spec.version_probe):
+        raise ValueError(f"tool {spec.name}: version_probe must be a function of no arguments")
     if spec.compensate is not None and not spec.is_write:
         raise ValueError(f"tool {spec.name}: only a write tool can have compensate=")
     try:

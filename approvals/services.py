@@ -32,6 +32,7 @@ from runs.engine.runtime.events import NewEvent, event_append, result_event
 from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.transition import run_transition
+from runs.engine.runtime.world import waited_s
 from runs.errors import UnknownAgent
 from runs.event_types import EventType
 from runs.models import Run
@@ -207,7 +208,8 @@ def _rejected_result(call: ToolCall, reason: str, who: str, category: str = "rej
 def _wake(run: Run, events: list[NewEvent], also: list[Callable[[], None]], who: str) -> None:
     """Append the decision and put a run waiting for approval back in the queue."""
     if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.APPROVAL:
-        ended = NewEvent(EventType.WAIT_ENDED, {"kind": WaitKind.APPROVAL, "by": who})
+        ended = NewEvent(EventType.WAIT_ENDED, {"kind": WaitKind.APPROVAL, "by": who,
+                                                "waited_s": waited_s(run)})
         run_transition(run, RunStatus.QUEUED, reason="approval_decided", actor=who,
                        events=[*events, ended], also=also)
         run_enqueue(run.pk)

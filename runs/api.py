@@ -17,6 +17,8 @@ from approvals.bulk import bulk_apply, bulk_count, bulk_preview
 from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
 from runs import services
+from runs.causation import event_cause_chain
+from runs.schemas_outcome import CauseChainOut
 from runs.models import BudgetPolicy
 from runs.schemas import (
     ActionIn,
@@ -121,6 +123,15 @@ def list_events(request: HttpRequest, run_id: uuid.UUID,
     run = sel.run_get(run_id=run_id)
     rows, more = sel.event_list_after(run=run, after_seq=after_seq, limit=limit)
     return {"items": rows, "last_seq": rows[-1].seq if rows else after_seq, "has_more": more}
+
+
+@router.get("/{run_id}/events/{seq}/cause", response=CauseChainOut,
+            summary="Why an event happened")
+def event_cause(request: HttpRequest, run_id: uuid.UUID, seq: int = Path(..., ge=1, le=2**62)):
+    """Return the event's chain of causes back to its root (start, action, recovery, signal)."""
+    api_auth.viewer(request)
+    run = sel.run_get(run_id=run_id)
+    return event_cause_chain(run_id=run.pk, seq=seq).as_json()
 
 
 @router.get("/{run_id}/tool-calls", response=list[ToolCallOut], summary="List a run's tool calls")

@@ -56,6 +56,12 @@ class InvalidListQuery(InvalidInput, RunError):
     code = "invalid_list_query"
 
 
+class EventNotFound(NotFound, RunError):
+    """The run has no event at that seq."""
+
+    code = "event_not_found"
+
+
 class SavedViewNotFound(NotFound, RunError):
     """No saved view with that id belongs to this user."""
 

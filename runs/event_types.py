@@ -59,6 +59,9 @@ class EventType(models.TextChoices):
     GUARD_DRIFT_SCORED = "guard.drift_scored"
     GUARD_SELF_CHECKED = "guard.self_checked"
     GUARD_SELF_CHECK_FAILED = "guard.self_check_failed"
+    RESOURCE_VERSION = "resource.version"  # a tool's version probe, when the run first used it
+    WORLD_CHANGED = "world.changed"  # a re-check before resuming found the world changed
+    WORLD_CHECKED = "world.checked"  # ... and found it unchanged
 
 
 E = EventType
@@ -89,6 +92,9 @@ EVENT_LABELS: dict[str, str] = {
     E.APPROVAL_STALE: "Approval went stale",
     E.APPROVAL_VOTED: "Approved by one of several", E.GUARD_DRIFT_SCORED: "Drift scored",
     E.GUARD_SELF_CHECKED: "Self-check passed", E.GUARD_SELF_CHECK_FAILED: "Self-check failed",
+    E.RESOURCE_VERSION: "Resource version seen",
+    E.WORLD_CHANGED: "The world changed while it waited",
+    E.WORLD_CHECKED: "World re-checked: unchanged",
 }
 # Facts for people: the state is already right without them (the change they report comes
 # with a reduced event, e.g. run.cancelled with run.status, tool.compensated with the ledger).

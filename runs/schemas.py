@@ -14,7 +14,9 @@ from approvals.recommend.precedent import Precedent, precedent_read
 from approvals.recommend.same_failure import SameFailure, same_failure
 from runs.selectors import run_exceptions
 from runs.stands import run_what_stands
-from runs.schemas_outcome import PrecedentOut, RunExceptionOut, SameFailureOut, WhatStandsOut
+from runs.engine.runtime.world import world_change_last
+from runs.schemas_outcome import (PrecedentOut, RunExceptionOut, SameFailureOut, WhatStandsOut,
+                                 WorldChangedOut)
 from runs.statuses import BlockReason, RunStatus
 
 Text200 = Field(min_length=1, max_length=200)
@@ -126,6 +128,14 @@ class RunOut(RunSummaryOut):
     what_stands: WhatStandsOut | None = Field(
         description="an ended run's ending and what it left in the world; null while live "
                     "or after a clean success")
+    world_changed: WorldChangedOut | None = Field(
+        None, description="a run blocked world_changed: what changed while it waited, before "
+                          "and now (its requester's right to run it, resource versions)")
+
+    @staticmethod
+    def resolve_world_changed(obj: Any) -> dict[str, Any] | None:
+        """Return the changes found by the re-check that blocked the run."""
+        return world_change_last(obj)
 
     @staticmethod
     def resolve_exceptions(obj: Any) -> list[dict[str, Any]]:
@@ -182,6 +192,10 @@ class EventOut(Schema):
     tool_call_id: str
     attempt: int | None
     actor: str
+    caused_by: str = Field(description="why it happened: seq:N (an earlier event of this run) "
+                           "or a root: start:<who>, action:<id> (an operator's action; its "
+                           "Intervention row's data.cause), recovery:<lost worker>, "
+                           "signal:<name>; '' for events written before causes were kept")
     schema_version: int
     at: dt.datetime
 

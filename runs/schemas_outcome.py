@@ -1,8 +1,9 @@
-"""API schemas for what stands after a run and the evidence beside a stopped run's advice."""
+"""API schemas for what stands after a run, the evidence beside a stopped run's advice and
+why an event happened."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from ninja import Field, Schema
 
@@ -86,3 +87,43 @@ class PrecedentOut(Schema):
     runs: int
     choices: list[ChoiceOut]
     text: str
+
+
+class CauseLinkOut(Schema):
+    """One event of a cause chain."""
+
+    seq: int
+    type: str
+    caused_by: str
+    actor: str
+    at: dt.datetime
+
+
+class CauseChainOut(Schema):
+    """Why event ``seq`` happened: it and its causes (nearest first), then the root."""
+
+    seq: int
+    links: list[CauseLinkOut]
+    hidden: int = Field(description="links left out between the last shown and the root's event")
+    root_kind: str = Field(description="start | action | recovery | signal | '' (not recorded)")
+    root_text: str
+    root: dict[str, Any] = Field(description="the root's audit row (an action's Intervention)")
+
+
+class WorldChangeOut(Schema):
+    """One thing that changed while a run waited."""
+
+    kind: Literal["permission", "version"]
+    subject: str = Field(description="the requester's username, or the tool")
+    what: str
+    before: str
+    now: str
+
+
+class WorldChangedOut(Schema):
+    """The re-check that blocked a run (its world.changed event)."""
+
+    seq: int
+    at: dt.datetime
+    why: str = Field(description="recovery | wait: what the run came back from")
+    changes: list[WorldChangeOut]

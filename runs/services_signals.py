@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 
 from agentops.errors import Conflict, InvalidInput
 from agentops.jsonstate import check_json
+from agentops.causes import SIGNAL, event_cause
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.session import state_projection
@@ -53,7 +54,8 @@ def run_signal(*, run: Run, name: str, payload: dict[str, Any] | None, key: str)
         Signal.objects.filter(pk=sig.pk).delete()
         raise SignalConflict(f"the run is {run.status}; it takes no more signals",
                              status=run.status)
-    signal_deliver(run.pk)
+    with event_cause(f"{SIGNAL}:{name}"):
+        signal_deliver(run.pk)
     return sig
 
 
@@ -89,7 +91,7 @@ def _copy_log(src: Run, dst: Run, seq: int) -> None:
     # Keys are global (one fact, one row): the copies drop them; the source keeps the facts.
     rows = [Event(run=dst, seq=e.seq, type=e.type, data=e.data, tool_call_id=e.tool_call_id,
                   attempt=e.attempt, key=None, schema_version=e.schema_version, actor=e.actor,
-                  at=e.at)
+                  caused_by=e.caused_by, at=e.at)
             for e in Event.objects.filter(run=src, seq__lte=seq).order_by("seq").iterator()]
     Event.objects.bulk_create(rows, batch_size=500)
 

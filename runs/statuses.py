@@ -41,6 +41,9 @@ class BlockReason(models.TextChoices):
     CONFIG_ERROR = "config_error"
     INTERNAL_ERROR = "internal_error"
     MODEL_REFUSED = "model_refused"
+    # Re-checked before resuming (runs.engine.runtime.world): the requester lost the right to
+    # run it, or a resource it uses answers at another version than it first saw.
+    WORLD_CHANGED = "world_changed"
 
 
 class WaitKind(models.TextChoices):
@@ -94,6 +97,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.CONFIG_ERROR: "Configuration error",
     BlockReason.INTERNAL_ERROR: "Unexpected error",
     BlockReason.MODEL_REFUSED: "The model refused",
+    BlockReason.WORLD_CHANGED: "The world changed while this run waited",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

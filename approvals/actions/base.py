@@ -13,12 +13,14 @@ the person typed that word or the amount it moves (``confirmation``), on every s
 """
 from __future__ import annotations
 
+import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from django.db import transaction
 
+from agentops.causes import ACTION, event_cause
 from agentops.errors import InvalidInput
 from approvals.actions.params import ActionParams, NoParams
 from approvals.confirmation import Typed
@@ -105,10 +107,12 @@ class Action:
             rule.check(confirm, action=self.verb)
         # what stopped the run, as it was when pressed (precedent evidence for later runs)
         signature = failure_signature(run=self.run_of(target))
-        with transaction.atomic() if self.atomic else nullcontext():
+        cause = uuid.uuid4().hex[:16]  # every event it writes names its Intervention row
+        with transaction.atomic() if self.atomic else nullcontext(), \
+                event_cause(f"{ACTION}:{cause}"):
             changes = self.perform(user, target, reason, **params)
             self.audit(user, target, reason, {**changes, "channel": channel}, bulk,
-                       signature=signature)
+                       signature=signature, cause=cause)
         return changes
 
     def perform(self, user: Any, target: Any, reason: str, **params: Any) -> dict[str, Any]:
@@ -138,11 +142,13 @@ class Action:
         return target
 
     def audit(self, user: Any, target: Any, reason: str, changes: dict[str, Any],
-              bulk: str | None, *, signature: str = "") -> Intervention:
-        """Write the Intervention row of this action."""
+              bulk: str | None, *, signature: str = "", cause: str = "") -> Intervention:
+        """Write the Intervention row of this action (``cause``: the events' ``action:`` id)."""
         data = dict(changes)
         if bulk:
             data["bulk"] = bulk
+        if cause:
+            data["cause"] = cause
         row = Intervention.objects.create(
             run=self.run_of(target), actor=user if getattr(user, "pk", None) else None,
             actor_name=user.get_username() if user is not None else "system",

@@ -44,6 +44,7 @@ class FailureClass(StrEnum):
     INTERNAL_ERROR = "internal_error"
     TIMER_WAIT = "timer_wait"
     ROLLED_BACK = "rolled_back"
+    WORLD_CHANGED = "world_changed"
 
 
 # Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
@@ -67,6 +68,7 @@ _CATEGORY = {
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
     "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
     "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
+    "world_changed": FailureClass.WORLD_CHANGED,
 }
 
 
@@ -180,6 +182,14 @@ TABLE: dict[FailureClass, Row] = {
                           deterministic=False),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
+    F.WORLD_CHANGED: Row("retry", ("terminate",),
+                         "the world changed while this run waited: the person it runs for lost "
+                         "the right to run it, or a resource it uses is at another version than "
+                         "it first saw (the panel shows before and now); check that the plan "
+                         "still holds, then retry as yourself, or terminate",
+                         deterministic=False,
+                         retry_means="resumes from the last checkpoint under your name, with "
+                                     "the resources as they are now"),
 }
 
 

@@ -26,6 +26,8 @@ class Event(models.Model):
     key = models.CharField(max_length=200, null=True, blank=True)
     schema_version = models.PositiveSmallIntegerField(default=CURRENT_EVENT_SCHEMA)
     actor = models.CharField(max_length=150, blank=True)
+    # Why it happened: ``seq:N`` (an earlier event of this run) or a root (agentops.causes).
+    caused_by = models.CharField(max_length=80, blank=True, default="")
     at = models.DateTimeField()
 
     class Meta:

@@ -8,6 +8,7 @@ from approvals.errors import ActionNotApplicable
 from ledger.models import ToolCall
 from ledger.statuses import ToolCallStatus as TC
 from runs.engine.runtime.events import NewEvent
+from runs.engine.runtime.world import waited_s
 from runs.event_types import EventType
 from runs.models import Run
 from runs.services_operator.common import actor_name, requeue, run_locked
@@ -31,7 +32,8 @@ def run_wake(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
         # Only the retry time changes; the calls' statuses stay as the ledger recorded them.
         also = [lambda: due.update(not_before=None)] if woken else []
         events = [NewEvent(EventType.WAIT_ENDED, {"kind": WaitKind.TIMER, "why": "woken", "by": who,
-                                          "until": until.isoformat() if until else None},
+                                          "until": until.isoformat() if until else None,
+                                          "waited_s": waited_s(run)},
                            actor=who)]
         requeue(run, state, events, reason="operator_wake", actor=who, detail=reason, also=also)
     return {"step": step, "was_until": until.isoformat() if until else None,

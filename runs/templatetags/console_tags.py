@@ -10,6 +10,7 @@ from django import template
 from django.utils.html import format_html
 
 from agentops import clock
+from agentops.causes import cause_parse, cause_seq
 from runs.selectors import COUNT_CAP
 from approvals.recommend.advice import label_of
 from approvals.statuses import APPROVAL_LABELS, EXPIRY_LABELS
@@ -18,6 +19,20 @@ from runs.event_types import EVENT_LABELS
 from runs.statuses import REASON_LABELS, RUN_STATUS_LABELS, WAIT_LABELS
 
 register = template.Library()
+
+
+_ROOT_WORDS = {"start": "run start", "action": "operator action", "recovery": "recovery",
+               "signal": "signal"}
+
+
+@register.filter
+def cause_label(cause: str) -> str:
+    """Return an event's cause in a few words: "after #12", "operator action", "why?"."""
+    seq = cause_seq(cause)
+    if seq is not None:
+        return f"after #{seq}"
+    kind, _ = cause_parse(cause)
+    return _ROOT_WORDS.get(kind, kind or "why?")
 
 
 @register.filter

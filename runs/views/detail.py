@@ -16,6 +16,7 @@ from approvals.recommend.repeats import guard_evidence
 from approvals.recommend.precedent import precedent_read
 from approvals.recommend.same_failure import same_failure
 from runs import selectors as sel
+from runs.engine.runtime.world import world_change_last
 from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
@@ -81,7 +82,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "timeline": timeline(detail.steps), "exceptions": exceptions,
             "stands": run_what_stands(run=run),
             "next_attempts": next_attempts(run=run), "evidence": guard_evidence(run=run),
-            "contradiction": contradiction_read(run=run),
+            "contradiction": contradiction_read(run=run), "world_change": world_change_last(run),
             "children_advice": children_advice(run=run),
             "same_failure": same_failure(run=run), "precedent": precedent_read(run=run),
             "stuck": is_stuck(run.status), "notify": notify_panel(run_id=run.pk),

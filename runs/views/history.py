@@ -1,5 +1,6 @@
 """A run's full history: every event, a page at a time by seq, searchable, each one
-expandable to its raw JSON (as stored: secrets were redacted before they were written)."""
+expandable to its raw JSON (as stored: secrets were redacted before they were written), and
+why any one of them happened (``why=<seq>``: its chain of causes back to the root)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,8 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from runs.errors import RunNotFound
+from runs.causation import CauseChain, event_cause_chain
+from runs.errors import EventNotFound, RunNotFound
 from runs.event_types import EventType
 from runs.selectors_lists import event_history, run_get
 from runs.views._common import int_or_none, page, role_required
@@ -26,6 +28,22 @@ def _params(request: HttpRequest) -> tuple[dict[str, str], list[str]]:
     return params, errors
 
 
+def _why(request: HttpRequest, run: Any, errors: list[str]) -> CauseChain | None:
+    """Return the cause chain the URL asks for (``why=<seq>``), or None."""
+    asked = request.GET.get("why", "")
+    if not asked:
+        return None
+    seq = int_or_none(asked)
+    if seq is None or seq < 1:
+        errors.append(f"“{asked[:20]}” is not an event number; no cause chain shown")
+        return None
+    try:
+        return event_cause_chain(run_id=run.pk, seq=seq)
+    except EventNotFound:
+        errors.append(f"the run has no event #{seq}; no cause chain shown")
+        return None
+
+
 @require_GET
 @role_required()
 def run_history(request: HttpRequest, run_id: Any) -> HttpResponse:
@@ -42,6 +60,7 @@ def run_history(request: HttpRequest, run_id: Any) -> HttpResponse:
     events = event_history(run_id=run.pk, type=params["type"], text=params["q"],
                            after_seq=after_seq, newest_first=params["order"] == "newest")
     context = {"run": run, "events": events, "params": params, "errors": errors,
+               "why": _why(request, run, errors),
                "event_types": EventType.values,
                "filter_params": {k: v for k, v in params.items() if v}}
     return page(request, "runs/history.html", context)

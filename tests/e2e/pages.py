@@ -63,6 +63,7 @@ PAGES: tuple[ConsolePage, ...] = (
     ConsolePage("run-waiting-timer", "run", ("{timer}",)),
     ConsolePage("run-queued", "run", ("{queued}",)),
     ConsolePage("run-history", "run_history", ("{blocked}",)),
+    ConsolePage("run-history-why", "run_history", ("{blocked}",), query="why=3"),
     ConsolePage("run-succeeded", "run", ("{succeeded}",)),
     ConsolePage("run-cancelled", "run", ("{cancelled}",)),
     ConsolePage("run-context", "run", ("{blocked}",), click="details:has(#context-body) summary",

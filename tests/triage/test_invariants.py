@@ -38,7 +38,8 @@ _CATEGORY = {F.INVALID_OUTPUT: "invalid_output", F.LOOP: "loop", F.STALL: "stall
              F.AMBIGUOUS_WRITE: "ambiguous_write", F.DRIFT: "drift",
              F.CONTEXT_OVERFLOW: "context_overflow", F.MODEL_REFUSED: "invalid_request",
              F.MODEL_AUTH: "auth_error", F.SELF_CHECK: "self_check_failed",
-             F.CONFIG_ERROR: "config_error", F.INTERNAL_ERROR: "internal_error"}
+             F.CONFIG_ERROR: "config_error", F.INTERNAL_ERROR: "internal_error",
+             F.WORLD_CHANGED: "world_changed"}
 AGENT = "triage-prop"
 
 

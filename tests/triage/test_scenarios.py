@@ -8,6 +8,7 @@ from tests.triage import (  # noqa: F401 - register them
     scenarios_cells,
     scenarios_meaning,
     scenarios_other,
+    scenarios_world,
 )
 from pathlib import Path
 

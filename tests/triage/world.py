@@ -24,8 +24,10 @@ class World:
     timeout_after: set[str] = field(default_factory=set)
     probe_down: bool = False
     payout_as: dict[str, Any] = field(default_factory=dict)  # the bank records other values
+    catalog_version: str = "2026.11"  # what the catalog's version probe answers
 
     def reset(self) -> None:
+        self.catalog_version = "2026.11"
         self.payout_as.clear()
         self.effects.clear()
         self.fail_next.clear()
@@ -124,7 +126,14 @@ def payout(ctx, to: str, amount: int) -> ToolResult:
     raise ToolTimeout("payout: no answer in time (it may have been paid)")
 
 
-TOOLS = [lookup, poll, refund, label, email, pay, payout]
+@tool(effect="read", version_probe=lambda: world.catalog_version)
+def catalog(ctx, sku: str) -> ToolResult:
+    """Read a product from the catalog (its API has versions; runs re-check them)."""
+    return ToolResult(facts={"sku": sku, "version": world.catalog_version},
+                      summary=f"{sku} in catalog {world.catalog_version}")
+
+
+TOOLS = [lookup, poll, refund, label, email, pay, payout, catalog]
 
 
 def agent(name: str, script: dict[str, list[Any]], *, version: str = "1",

@@ -10,6 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from runs.engine.core import world
 from runs.engine.core.outcome_state import exception_note, step_outcome
 from runs.event_types import EventType
 
@@ -104,6 +105,7 @@ def _status(state: State, d: dict[str, Any], e: Event) -> None:
 @_on(EventType.RUN_RECOVERED)
 def _recovered(state: State, d: dict[str, Any], e: Event) -> None:
     state["recoveries"] = d.get("recoveries", state["recoveries"] + 1)
+    world.recheck_mark(state, e, "recovery")
 
 
 @_on(EventType.PLAN_ACCEPTED)
@@ -284,6 +286,7 @@ def _wait_started(state: State, d: dict[str, Any], e: Event) -> None:
 @_on(EventType.WAIT_ENDED)
 def _wait_ended(state: State, d: dict[str, Any], e: Event) -> None:
     state["wait"] = None
+    world.recheck_mark(state, e, "wait", d.get("waited_s", 0))
 
 
 @_on(EventType.SIGNAL_RECEIVED)
@@ -391,3 +394,6 @@ def _imported(state: State, d: dict[str, Any], e: Event) -> None:
 @_on(EventType.RUN_MIGRATED)
 def _migrated(state: State, d: dict[str, Any], e: Event) -> None:
     state["run"]["version"] = d.get("to_version", state["run"].get("version"))
+
+
+_HANDLERS.update(world.HANDLERS)  # resource versions and the re-check after a wait

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 
 from agentops import clock
+from agentops.causes import causes_for
 from agentops.control import LeaseLost
 from agentops.jsonstate import check_json, compact_json
 from agentops.redaction import Secrets
@@ -35,6 +36,8 @@ class NewEvent:
     attempt: int | None = None
     key: str | None = None
     actor: str = ""
+    # Why it happened (agentops.causes); "" = stamped by event_append from the open cause.
+    caused_by: str = ""
 
     def __post_init__(self) -> None:
         if not is_known(self.type):
@@ -60,7 +63,8 @@ def events_scrubbed(events: Sequence[NewEvent], secrets: Secrets) -> list[NewEve
     if not secrets:
         return list(events)
     return [NewEvent(e.type, secrets.scrub(e.data, engine=True), e.tool_call_id, e.attempt,
-                     e.key, secrets.scrub_text(e.actor)) if secrets.found_in(e.data_json) else e
+                     e.key, secrets.scrub_text(e.actor), e.caused_by)
+            if secrets.found_in(e.data_json) else e
             for e in events]
 
 
@@ -185,6 +189,7 @@ def _write_one_statement(run: Run, events: list[NewEvent], expected_version: int
                          fields: dict[str, Any], also: list[Any], owner: str,
                          overlap: bool = False) -> list[NewEvent]:
     values = _run_values(run, fields, expected_version, len(events))
+    _stamp_causes(events, run.last_seq + 1)
     if not unit_sql.unit_write(run=run, events=events, first_seq=run.last_seq + 1,
                                at=clock.now(), expected_version=expected_version,
                                values=values, also=also, owner=owner, overlap=overlap):
@@ -199,10 +204,24 @@ def _run_values(run: Run, fields: dict[str, Any], expected_version: int,
     return {**fields, "version": expected_version + 1, "last_seq": run.last_seq + n}
 
 
+def _stamp_causes(events: list[NewEvent], first_seq: int) -> None:
+    """Give each event without a cause the open one, or the event before it (agentops.causes).
+
+    A stamped cause is marked as such, so a second try (keyed duplicates dropped, other seqs)
+    stamps again from the seqs it really gets.
+    """
+    given = [e.caused_by if not e.__dict__.get("_stamped") else "" for e in events]
+    for e, mine, cause in zip(events, given, causes_for(len(events), first_seq, given)):
+        e.caused_by = cause
+        e.__dict__["_stamped"] = not mine
+
+
 def _event_rows(run: Run, events: list[NewEvent], now: Any) -> list[Event]:
     first = run.last_seq + 1
+    _stamp_causes(events, first)
     return [Event(run_id=run.pk, seq=first + i, type=e.type, data=e.data,
-                  tool_call_id=e.tool_call_id, attempt=e.attempt, key=e.key, actor=e.actor, at=now)
+                  tool_call_id=e.tool_call_id, attempt=e.attempt, key=e.key, actor=e.actor,
+                  caused_by=e.caused_by, at=now)
             for i, e in enumerate(events)]
 
 

@@ -35,6 +35,7 @@ from runs.engine.runtime.tool_phase import tool_phase
 from runs.engine.runtime.transition import run_claim, run_urgent_waiting
 from runs.engine.runtime.unit_sql import unit_settled
 from runs.engine.runtime.versions import agent_migrate
+from runs.engine.runtime.world import world_recheck
 from runs.errors import UnknownAgent, UnknownSchemaVersion
 from agentops.control import LeaseLost
 from runs.event_types import EventType
@@ -68,7 +69,7 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
     session = None
     try:
         session = session_open(run, worker)
-        if session is None:
+        if session is None or world_recheck(session):
             return RunStatus.BLOCKED
         deadline = clock.monotonic() + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
         look_at = clock.monotonic() + settings.AGENTOPS_YIELD_CHECK_S

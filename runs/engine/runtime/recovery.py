@@ -7,6 +7,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from agentops import clock
+from agentops.causes import RECOVERY
 from runs.engine.core import reducer
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.attention import attention_fields, block_reason
@@ -77,9 +78,7 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
         elif run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
         count, owner = run.recoveries + 1, run.lease_owner
-        event = NewEvent(EventType.RUN_RECOVERED,
-                         {"recoveries": count, "lost_owner": owner,
-                          "cause": "owner_gone" if dead_owner else "lease_expired"})
+        event = _recovered_event(count, owner, dead_owner)
         try:
             if count > run.recovery_limit:
                 detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "
@@ -105,6 +104,14 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
 
     run_enqueue(run_id)
     return True
+
+
+def _recovered_event(count: int, owner: str, dead_owner: str) -> NewEvent:
+    """Return run.recovered: a root of the run's causes (what the next worker does follows)."""
+    return NewEvent(EventType.RUN_RECOVERED,
+                    {"recoveries": count, "lost_owner": owner,
+                     "cause": "owner_gone" if dead_owner else "lease_expired"},
+                    caused_by=f"{RECOVERY}:{owner}")
 
 
 def _state_or_empty(run: Run) -> dict[str, Any]:

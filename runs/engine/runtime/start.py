@@ -10,6 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from agentops.agents import registry
+from agentops.causes import START, event_cause
 from agentops.errors import InvalidInput
 from agentops.jsonstate import check_json, sha256_json
 from runs.engine.runtime.budgets import budget_defaults
@@ -43,7 +44,7 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     fields.update(_budget_overrides(budget or {}))
     request_hash = sha256_json(payload)
     try:
-        with transaction.atomic():
+        with transaction.atomic(), event_cause(f"{START}:{actor_name(actor)}"):
             run = Run.objects.create(
                 agent_name=agent, agent_version=definition.version, goal=goal,
                 input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,

@@ -48,6 +48,7 @@ from runs.engine.runtime.parking import (
 )
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.settlement import Settlement
+from runs.engine.runtime.world import versions_first_used
 from runs.event_types import EventType
 
 
@@ -138,7 +139,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs, also=also, fence=True)
+    session.commit(evs + versions_first_used(session, calls), also=also, fence=True)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
         a.tool_call.opened_at = now

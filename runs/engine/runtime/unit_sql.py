@@ -281,7 +281,8 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
     docs, dumps = [], compact_json
     for i, e in enumerate(events):
         head: dict[str, Any] = {"seq": first_seq + i, "type": e.type,
-                                "tool_call_id": e.tool_call_id, "actor": e.actor}
+                                "tool_call_id": e.tool_call_id, "actor": e.actor,
+                                "caused_by": e.caused_by}
         if e.attempt is not None:  # left out, None reads as NULL (see _rows_json)
             head["attempt"] = e.attempt
         if e.key is not None:

@@ -26,6 +26,7 @@ from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.queue import run_enqueue
 from runs.engine.runtime.start import run_start
 from runs.engine.runtime.transition import run_transition
+from runs.engine.runtime.world import waited_s
 from runs.event_types import EventType
 from runs.models import Run, Signal
 from runs.statuses import ATTENTION, COMPLETED, TERMINAL, RunStatus, WaitKind
@@ -253,7 +254,8 @@ def _lock_waiting(run_id: Any, kind: str) -> Run | None:
 
 
 def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str) -> None:
-    ended = NewEvent(EventType.WAIT_ENDED, {"kind": run.wait_kind, "why": why})
+    ended = NewEvent(EventType.WAIT_ENDED, {"kind": run.wait_kind, "why": why,
+                                            "waited_s": waited_s(run)})
     run_transition(run, RunStatus.QUEUED, reason=f"wait_{why}", events=[*events, ended],
                    expected_version=run.version, also=writes)
 
