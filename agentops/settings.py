@@ -270,6 +270,12 @@ AGENTOPS_MCP_SERVERS: dict = {}
 # Per-user API rate limit, e.g. "600/m"; unset means no limit.
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 
+# OpenTelemetry traces (docs/observability.md): off unless an OTLP/HTTP endpoint is set.
+AGENTOPS_OTLP_ENDPOINT = os.environ.get("AGENTOPS_OTLP_ENDPOINT", "")
+AGENTOPS_OTEL_SERVICE_NAME = os.environ.get("AGENTOPS_OTEL_SERVICE_NAME", "agentops")
+# Prompts and replies on model-call spans and in the run (redacted): opt-in.
+AGENTOPS_TRACE_CONTENT = _env_bool("AGENTOPS_TRACE_CONTENT", False)
+
 LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
                          level=os.environ.get("LOG_LEVEL", "WARNING"))
 
