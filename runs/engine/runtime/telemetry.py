@@ -29,6 +29,7 @@ def events_committed(session: Any, events: Sequence[Any], *, ended: str = "") ->
     """
     agent = session.agent.name
     metrics.count_unit(agent)
+    trace_spans.unit_committed(session)
     for e in events:
         if e.type == "step.started":
             session.step_started[e.data["step"]] = clock.now()

@@ -53,6 +53,9 @@ class TraceCtx:
     started: dt.datetime
     # The current model call's ids (and prompt), written into the event recording it.
     marks: dict[str, Any] = field(default_factory=dict)
+    # The model call's span and content, emitted once the unit recording its reply commits:
+    # by then the secrets its tool calls carry are sealed and known to the scrubber.
+    pending: tuple[Any, ...] | None = None
 
     @property
     def ref(self) -> SpanRef:
@@ -100,7 +103,7 @@ def model_began(session: Any) -> int | None:
     """Return the span id of the model call about to start (None when tracing is off)."""
     if session.trace is None:
         return None
-    session.trace.marks = {}
+    session.trace.marks, session.trace.pending = {}, None  # a reply never recorded: dropped
     return new_span_id()
 
 
@@ -130,30 +133,48 @@ def model_ended(session: Any, step: str, turn: int, span_id: int | None, started
         attributes["error.type"] = error.category
     ref = SpanRef(tc.ref.trace_id, span_id)
     tc.marks = _ids(ref)
+    content: dict[str, Any] = {}
     if content_captured():
-        attributes.update(_content(session, messages, reply, tc.marks))
-    span_emit(SpanOut(f"chat {requested}".strip(), ref, step_ref(tc.run_id, tc.attempt, step).span_id,
-                      started, clock.now(), attributes, kind=SpanKind.CLIENT,
-                      error=str(error) if error is not None else ""))
+        content = _content(session, messages, reply, tc.marks)
+    tc.pending = (SpanOut(f"chat {requested}".strip(), ref,
+                          step_ref(tc.run_id, tc.attempt, step).span_id, started, clock.now(),
+                          attributes, kind=SpanKind.CLIENT,
+                          error=str(error) if error is not None else ""), content)
 
 
 def _content(session: Any, messages: list[dict[str, Any]], reply: Any,
-             marks: dict[str, Any]) -> dict[str, str]:
-    """Return the redacted prompt and reply attributes; keep the prompt as an artifact."""
+             marks: dict[str, Any]) -> dict[str, Any]:
+    """Return the prompt and reply for the span; keep the prompt (redacted) as an artifact."""
     secrets = session.secrets
     prompt = secrets.scrub(messages, engine=True) if secrets else messages
     text = json.dumps(prompt, ensure_ascii=False, default=str)
     sha = artifact_put(text.encode(), content_type="application/json", secrets=secrets)
     marks["prompt"] = {"artifact": sha, "chars": len(text), "messages": len(messages),
-                       "preview": text[-PREVIEW_CHARS:]}
-    out = {"gen_ai.input.messages": content_json(prompt)}
+                       "preview": secrets.scrub_text(text[-PREVIEW_CHARS:])}
+    out: dict[str, Any] = {"gen_ai.input.messages": prompt}
     if reply is not None:
-        said = [{"role": "assistant", "content": reply.text or "",
-                 "tool_calls": [{"name": c.name, "arguments": c.arguments}
-                                for c in reply.tool_calls]}]
-        out["gen_ai.output.messages"] = content_json(secrets.scrub(said, engine=True)
-                                                     if secrets else said)
+        out["gen_ai.output.messages"] = [{
+            "role": "assistant", "content": reply.text or "",
+            "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]}]
     return out
+
+
+def unit_committed(session: Any) -> None:
+    """Emit the model call whose reply this committed unit recorded, its content redacted.
+
+    Scrubbed now, not when the reply came: the unit sealed the sensitive arguments of the
+    calls the reply asked for, so the scrubber knows them.
+    """
+    tc = session.trace
+    if tc is None or tc.pending is None:
+        return
+    out, content = tc.pending
+    tc.pending = None
+    secrets = session.secrets
+    for key, value in content.items():
+        out.attributes[key] = content_json(secrets.scrub(value, engine=True) if secrets
+                                           else value)
+    span_emit(out)
 
 
 def marks(session: Any) -> dict[str, Any]:
