@@ -39,7 +39,7 @@ os.environ.setdefault("BENCH_ENGINE_DATABASE_URL",
                       "postgres://postgres@127.0.0.1:5432/agentops_bench_trace")
 engine_env(in_process=True)
 
-from bench._common import bench_url, commit_floor, django_boot, emit, log, median  # noqa: E402
+from bench._common import commit_floor, django_boot, emit, log, median  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "10"))
 STEPS = int(os.environ.get("BENCH_STEPS", "100"))

@@ -48,7 +48,7 @@ def test_every_metric_the_dashboard_reads_is_exposed_and_documented(client):
         assert _referenced(expr), f"panel {title!r} reads no AgentOps metric: {expr}"
         missing += [(title, m) for m in _referenced(expr) if m not in exposed]
         undocumented += [(title, m) for m in _referenced(expr)
-                         if not re.sub(r"_(total|bucket|sum|count)$", "", m) in doc]
+                         if re.sub(r"_(total|bucket|sum|count)$", "", m) not in doc]
     assert not missing, f"the dashboard reads series /metrics does not expose: {missing}"
     assert not undocumented, f"docs/observability.md does not list: {undocumented}"
 
