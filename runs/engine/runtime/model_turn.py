@@ -85,6 +85,7 @@ def _call(session: RunSession, step: str, messages: list[dict[str, Any]], tools:
             sink.flush()
         telemetry.model_called(session.agent.name, err.category)
         trace_spans.model_ended(session, step, turn, span_id, started, messages, error=err)
+        _note_call(session, started)
         _model_failed(session, step, err)
         return None
     if sink is not None:
@@ -93,7 +94,14 @@ def _call(session: RunSession, step: str, messages: list[dict[str, Any]], tools:
     telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
                            cost_micros=reply.usage.cost_micros)
     trace_spans.model_ended(session, step, turn, span_id, started, messages, reply=reply)
+    _note_call(session, started)
     return reply
+
+
+def _note_call(session: RunSession, started: Any) -> None:
+    """Keep what the event recording this call says of it: how long it took, its trace ids."""
+    ms = int((clock.now() - started).total_seconds() * 1000)
+    session.reply_marks = {"ms": ms, **trace_spans.marks(session)}
 
 
 def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
@@ -160,7 +168,7 @@ def _model_failed(session: RunSession, step: str, err: ModelError) -> None:
     s = session.state
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": s["turn"], "category": err.category,
                                       "message": str(err)[:300],
-                                      **trace_spans.marks(session)})
+                                      **session.reply_marks})
     if err.category == "context_overflow" and len(s["turns"]) > 1:
         upto, summary = ctx.compaction_summary(s, keep=1)
         event2 = NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto, "summary": summary})
@@ -181,7 +189,7 @@ def _replied_data(session: RunSession, step: str, reply: ModelReply, usage: dict
             "finish_reason": reply.finish_reason, "call_hashes": [h for h in hashes if h],
             "no_progress": _no_progress(s),
             "calls": [p.event_json() for p in planned], **_repaired(reply),
-            **trace_spans.marks(session)}
+            **session.reply_marks}
 
 
 def _turn_refused(session: RunSession, step: str) -> bool:
@@ -213,7 +221,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
     if not reply.tool_calls:
         text = reply.text or ""
         _finish_step(session, step, turn, text, usage,
-                     {**_repaired(reply), **trace_spans.marks(session)})
+                     {**_repaired(reply), **session.reply_marks})
         return
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
     if drift_guard(session, step, turn, planned, usage):
@@ -309,7 +317,7 @@ def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, 
                     message: str) -> None:
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn, "category": "invalid_output",
                                       "message": message[:300], "usage": usage,
-                                      **trace_spans.marks(session)})
+                                      **session.reply_marks})
     retry_later(session, step, "invalid_output", message, retry_after=0, events=[event])
 
 
@@ -323,7 +331,7 @@ def _refused(session: RunSession, step: str, turn: int, usage: dict[str, Any],
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn,
                                               "category": "model_refused",
                                               "message": detail[:300], "usage": usage,
-                                              **trace_spans.marks(session)})
+                                              **session.reply_marks})
     block(session, "model_refused", detail, events=[event])
 
 
@@ -382,7 +390,7 @@ def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[
     events = [
         NewEvent(EventType.MODEL_REPLIED, {"step": PLAN_STEP, "turn": turn, "text": reply.text or "",
                                    "usage": usage, "calls": [], "no_progress": 0,
-                                   **trace_spans.marks(session)}),
+                                   **session.reply_marks}),
         NewEvent(EventType.PLAN_ACCEPTED, {"plan_version": s["plan_version"] + 1, "steps": steps}),
     ]
     session.commit(events, milestone="step_complete")

@@ -83,6 +83,8 @@ class RunSession:
     deferred: list[NewEvent] = field(default_factory=list)
     # The attempt's OpenTelemetry trace (runs.engine.runtime.trace_spans); None when off.
     trace: Any = None
+    # What the event recording the current model call says of it (runs.engine.runtime.model_turn).
+    reply_marks: dict[str, Any] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
