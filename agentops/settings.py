@@ -271,7 +271,10 @@ AGENTOPS_MCP_SERVERS: dict = {}
 AGENTOPS_API_RATE = os.environ.get("AGENTOPS_API_RATE") or None
 
 # OpenTelemetry traces (docs/observability.md): off unless an OTLP/HTTP endpoint is set.
-AGENTOPS_OTLP_ENDPOINT = os.environ.get("AGENTOPS_OTLP_ENDPOINT", "")
+AGENTOPS_OTLP_ENDPOINT = os.environ.get("AGENTOPS_OTLP_ENDPOINT", "").strip()
+if AGENTOPS_OTLP_ENDPOINT and not AGENTOPS_OTLP_ENDPOINT.startswith(("http://", "https://")):
+    raise ValueError("AGENTOPS_OTLP_ENDPOINT must be an OTLP/HTTP base URL such as "
+                     f"http://otel-collector:4318, got {AGENTOPS_OTLP_ENDPOINT!r}")
 AGENTOPS_OTEL_SERVICE_NAME = os.environ.get("AGENTOPS_OTEL_SERVICE_NAME", "agentops")
 # Prompts and replies on model-call spans and in the run (redacted): opt-in.
 AGENTOPS_TRACE_CONTENT = _env_bool("AGENTOPS_TRACE_CONTENT", False)
