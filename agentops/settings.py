@@ -297,6 +297,14 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
 EMAIL_TIMEOUT = AGENTOPS_NOTIFY_TIMEOUT_S
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agentops@localhost")
+# OpenTelemetry traces (docs/observability.md): off unless an OTLP/HTTP endpoint is set.
+AGENTOPS_OTLP_ENDPOINT = os.environ.get("AGENTOPS_OTLP_ENDPOINT", "").strip()
+if AGENTOPS_OTLP_ENDPOINT and not AGENTOPS_OTLP_ENDPOINT.startswith(("http://", "https://")):
+    raise ValueError("AGENTOPS_OTLP_ENDPOINT must be an OTLP/HTTP base URL such as "
+                     f"http://otel-collector:4318, got {AGENTOPS_OTLP_ENDPOINT!r}")
+AGENTOPS_OTEL_SERVICE_NAME = os.environ.get("AGENTOPS_OTEL_SERVICE_NAME", "agentops")
+# Prompts and replies on model-call spans and in the run (redacted): opt-in.
+AGENTOPS_TRACE_CONTENT = _env_bool("AGENTOPS_TRACE_CONTENT", False)
 
 LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
                          level=os.environ.get("LOG_LEVEL", "WARNING"))

@@ -18,6 +18,7 @@ from agentops.errors import AgentOpsError
 from approvals.models import Approval, Intervention
 from approvals.statuses import ApprovalStatus
 from ledger.models import ToolCall
+from runs.event_types import EventType
 from runs.errors import RunNotFound
 from runs.list_filters import AGES, TABS, QueueFilters, cursor_parse, since_parse
 from runs.models import Event, ModelPrice, Run, Snapshot, Step
@@ -251,9 +252,13 @@ def ledger_for_run(*, run_id: Any, after_id: int | None = None,
 
 
 def artifact_belongs_to_run(*, run_id: Any, sha256: str) -> bool:
-    """Return True when ``sha256`` is the output or a log of one of the run's tool calls."""
+    """Return True when ``sha256`` is the output or a log of one of the run's tool calls, or
+    the request of one of its model calls (kept with tracing's content capture)."""
     return ToolCall.objects.filter(run_id=run_id).filter(
-        Q(artifact_sha256=sha256) | Q(attempt_rows__log_sha256=sha256)).exists()
+        Q(artifact_sha256=sha256) | Q(attempt_rows__log_sha256=sha256)).exists() or (
+        Event.objects.filter(run_id=run_id, type__in=(EventType.MODEL_REPLIED,
+                                                      EventType.MODEL_FAILED),
+                             data__prompt__artifact=sha256).exists())
 
 
 def snapshots_for_run(*, run_id: Any, limit: int = 20) -> list[Snapshot]:

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, world)
+                        queue, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", detail.run_page, name="run"),
     path("runs/<uuid:run_id>/events/", detail.run_events, name="run_events"),
     path("runs/<uuid:run_id>/history/", history.run_history, name="run_history"),
+    path("runs/<uuid:run_id>/trace/", trace.run_trace_page, name="run_trace"),
     path("runs/<uuid:run_id>/ledger/", detail.run_ledger, name="run_ledger"),
     path("runs/<uuid:run_id>/context/", actions.run_context, name="run_context"),
     path("runs/<uuid:run_id>/fork/", actions.run_fork, name="run_fork"),

@@ -53,13 +53,17 @@
       }
     }
   }
-  /* Open a row: its page (data-href), a row that is a <details> unfolds, else its first
-     link, else the details inside it (an event's data). */
+  /* Open a row: its page (data-href), a row that is a <details> (or is marked data-unfold)
+     unfolds, else its first link, else the details inside it (an event's data). */
   function openRow(row) {
     if (!row) { return; }
     var href = row.getAttribute("data-href");
     if (href) { window.location.href = href; return; }
     if (row.tagName === "DETAILS") { row.open = !row.open; return; }
+    /* A row marked data-unfold opens its details first (a trace's model call: its links,
+       the whole request, are inside). */
+    var unfold = row.hasAttribute("data-unfold") && row.querySelector("details");
+    if (unfold) { unfold.open = !unfold.open; return; }
     var link = row.querySelector("a[href]");
     if (link) { link.click(); return; }
     var details = row.querySelector("details");

@@ -6,6 +6,8 @@ it on to a tool that does not declare it sensitive. The run is approved, blocked
 back (the compensation echoes it again), approved again, exported, and browsed in the
 console and the API. Then the whole database (pg_dump on PostgreSQL, iterdump on SQLite),
 the artifact store, the export, the logs, every API answer and every page are searched: 0 hits.
+Tracing is on with message content captured, so every span the run's model and tool calls
+sent to a real OTLP/HTTP receiver (prompts and replies included) is searched too.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 import logging
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -32,9 +35,11 @@ from runs.services import run_start
 from tests import secret_agents
 from tests.api.conftest import ApiClient
 from tests.conftest import drive
+from tests.otlp_receiver import Receiver
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "4729-PIN-ZQX-8813"
+SECRET_ECHO = "opened d1 using [redacted hmac:"  # the model's reply naming the PIN, on its span
 
 
 @pytest.fixture
@@ -126,7 +131,34 @@ def _pages(client: Client, run: Run) -> list[str]:
     return pages
 
 
-def test_a_secret_is_in_no_dump_log_export_answer_or_page(engine, tmp_path, logs, settings):
+@pytest.fixture
+def receiver(settings, monkeypatch):
+    """Tracing on, content captured, spans exported within 50 ms to a local OTLP receiver."""
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    with Receiver() as receiver:
+        settings.AGENTOPS_OTLP_ENDPOINT = receiver.endpoint
+        settings.AGENTOPS_TRACE_CONTENT = True
+        yield receiver
+
+
+def _exported(receiver: Receiver, run: Run) -> str:
+    """Return every span body received once the run's last tool call's span has arrived."""
+    last = ToolCall.objects.filter(run=run).order_by("-created_at").first()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+            s["attrs"].get("gen_ai.tool.call.id") == last.tool_call_id for s in receiver.spans()):
+        time.sleep(0.05)
+    spans = receiver.spans()
+    assert any(s["attrs"].get("gen_ai.tool.name") == "note" for s in spans)
+    assert any(SECRET_ECHO in s["attrs"].get("gen_ai.output.messages", "") for s in spans)
+    assert any("gen_ai.input.messages" in s["attrs"] for s in spans)
+    leaks = [(s["name"], k) for s in spans for k, v in s["attrs"].items() if SECRET in str(v)]
+    assert not leaks
+    return receiver.raw().decode("utf-8", "replace")
+
+
+def test_a_secret_is_in_no_dump_log_export_answer_or_page(engine, tmp_path, logs, settings,
+                                                          receiver):
     settings.AGENTOPS_INLINE_RESULT_BYTES = 2_000  # the echoing log goes to an artifact
     admin, support = _user("root", "admins"), _user("helper", "support")
     run = _live_run(admin, support)
@@ -148,6 +180,7 @@ def test_a_secret_is_in_no_dump_log_export_answer_or_page(engine, tmp_path, logs
         "api answers": "".join(_api_answers(ApiClient(key), run)),
         "console pages": "".join(_pages(console, run)),
         "logs": logs.getvalue(),
+        "exported spans": _exported(receiver, run),
     }
     assert run.pk.hex in seen["database dump"].replace("-", "")  # the dump holds the run
     assert "unlocking d1 with pin" in seen["logs"]  # the tool's log lines were written
@@ -155,3 +188,4 @@ def test_a_secret_is_in_no_dump_log_export_answer_or_page(engine, tmp_path, logs
     hits = {where: text.count(SECRET) for where, text in seen.items()}
     assert hits == {where: 0 for where in seen}
     assert "[redacted hmac:" in seen["console pages"] and "redacted hmac:" in seen["export"]
+    assert "redacted hmac:" in seen["exported spans"]

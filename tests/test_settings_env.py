@@ -29,6 +29,8 @@ def test_numbers_are_parsed_and_q2_retries_past_its_timeout():
 @pytest.mark.parametrize(("name", "raw", "message"), [
     ("AGENTOPS_Q_TIMEOUT", "1.5", "AGENTOPS_Q_TIMEOUT must be an integer, got '1.5'"),
     ("AGENTOPS_LEASE_TTL_S", "soon", "AGENTOPS_LEASE_TTL_S must be a number, got 'soon'"),
+    ("AGENTOPS_OTLP_ENDPOINT", "collector:4318", "AGENTOPS_OTLP_ENDPOINT must be an OTLP/HTTP "
+     "base URL such as http://otel-collector:4318, got 'collector:4318'"),
 ])
 def test_a_bad_number_stops_start_up_naming_the_variable(name, raw, message):
     done = _settings(**{name: raw})

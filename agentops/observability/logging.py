@@ -1,5 +1,6 @@
 """Structured logs: every record carries the run context (run_id, step, turn, tool_call_id,
-attempt) set by ``run_log_context``, rendered as JSON lines or as plain text.
+attempt, and with tracing on the trace_id and span_id of its OpenTelemetry span) set by
+``run_log_context``, rendered as JSON lines or as plain text.
 
 The context lives in a ContextVar, so it follows the code through calls and asyncio tasks.
 Threads do not inherit it: run thread work with ``contextvars.copy_context().run(fn)``.
@@ -16,7 +17,7 @@ from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 from agentops.redaction import known_secrets
 
-RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt")
+RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt", "trace_id", "span_id")
 
 _context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_context", default=None)
 
@@ -33,6 +34,18 @@ def run_log_context(**fields: Any) -> Iterator[None]:
         yield
     finally:
         _context.reset(token)
+
+
+def run_log_stamp(**fields: Any) -> None:
+    """Add ``fields`` to the current run context until the enclosing ``run_log_context`` ends.
+
+    For a value learnt inside a block (a tick's trace id once its session is open): the outer
+    block's reset drops it with the rest.
+    """
+    unknown = set(fields) - set(RUN_FIELDS)
+    if unknown:
+        raise TypeError(f"run_log_stamp takes {', '.join(RUN_FIELDS)}; got {sorted(unknown)}")
+    _context.set({**(_context.get() or {}), **{k: v for k, v in fields.items() if v is not None}})
 
 
 def run_log_fields() -> dict[str, Any]:

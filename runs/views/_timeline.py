@@ -24,7 +24,8 @@ class Bar:
     text_y: int
 
 
-def _human(seconds: float) -> str:
+def human_seconds(seconds: float) -> str:
+    """Return a duration as people read it (840 ms, 4.2 s, 12 min, 3.1 h)."""
     if seconds < 1:
         return f"{int(seconds * 1000)} ms"
     if seconds < 120:
@@ -51,11 +52,11 @@ def timeline(steps: list[Any], *, now: dt.datetime | None = None) -> dict[str, A
             end = step.finished_at or now
             x = LABEL + (step.started_at - t0).total_seconds() * scale
             w = max((end - step.started_at).total_seconds() * scale, 2)
-            dur = _human((end - step.started_at).total_seconds())
+            dur = human_seconds((end - step.started_at).total_seconds())
         else:
             x, w, dur = LABEL, 0, "not started"
         bars.append(Bar(y=y, x=round(x, 1), w=round(w, 1), label=(step.title or step.key)[:26],
                         status=step.status, retries=step.retry_count, duration=dur,
                         text_y=y + 12))
-    return {"bars": bars, "height": len(steps) * ROW + 8, "width": WIDTH, "span": _human(span),
+    return {"bars": bars, "height": len(steps) * ROW + 8, "width": WIDTH, "span": human_seconds(span),
             "label_x": LABEL - 8}

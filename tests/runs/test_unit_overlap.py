@@ -141,7 +141,8 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
     real, told = unit_overlap.unit_send, []
     real_told = telemetry.events_committed
     monkeypatch.setattr(telemetry, "events_committed",
-                        lambda session, events: (told.append(events), real_told(session, events)))
+                        lambda session, events, **kw: (told.append(events),
+                                                       real_told(session, events, **kw)))
 
     def send(raw, sql, params, what, on_row):
         sent["n"] += 1

@@ -211,6 +211,8 @@ def _model_replied(state: State, d: dict[str, Any], e: Event) -> None:
     step["turns"] = step.get("turns", 0) + 1
     for c in calls:
         state["open_calls"][c["id"]] = {"turn": d["turn"], "name": c["name"], "step": d["step"]}
+        if "span_id" in d:  # the model call's span (tracing on): its tool calls' parent
+            state["open_calls"][c["id"]]["span"] = [d["trace_id"], d["span_id"]]
     guards = state["guards"]
     guards["recent_calls"] = (guards["recent_calls"] + d.get("call_hashes", []))[-20:]
     guards["no_progress"] = d.get("no_progress", guards["no_progress"])

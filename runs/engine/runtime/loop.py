@@ -20,7 +20,7 @@ from agentops.agents import registry
 from agentops.observability.logging import run_log_context
 from ledger.secrets import run_secrets
 from ledger.services.limits import limits_load
-from runs.engine.runtime import telemetry
+from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.exceptions import run_exceptions_at_end
 from runs.engine.runtime.leases import lease_ticked
@@ -71,6 +71,7 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         session = session_open(run, worker)
         if session is None or world_recheck(session):
             return RunStatus.BLOCKED
+        trace_spans.tick_began(session)
         deadline = clock.monotonic() + (slice_s or settings.AGENTOPS_TICK_SLICE_S)
         look_at = clock.monotonic() + settings.AGENTOPS_YIELD_CHECK_S
         while not session.stopped:

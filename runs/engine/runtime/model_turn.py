@@ -17,7 +17,9 @@ from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.paging import page_tools
 from runs.engine.core import context as ctx
-from runs.engine.runtime import telemetry
+from agentops.observability.logging import run_log_context
+from agentops.observability.tracing import hex_id
+from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.calls import PlannedCall, plan_calls
 from runs.engine.core.completion import Unmet, rejection_only, step_output, step_unmet
@@ -62,6 +64,17 @@ def model_turn(session: RunSession, step: str) -> None:
     tools += page_tools(s) if step != PLAN_STEP else []
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
+    span_id = trace_spans.model_began(session)
+    with run_log_context(span_id=hex_id(span_id) if span_id else None):
+        reply = _call(session, step, messages, tools, choice, sink, span_id)
+    if reply is not None:
+        _record_reply(session, step, _clean(reply))
+
+
+def _call(session: RunSession, step: str, messages: list[dict[str, Any]], tools: list[Any],
+          choice: Any, sink: Any, span_id: int | None) -> ModelReply | None:
+    """Call the model; record a failure and return None, else return the priced reply."""
+    model, turn, started = session.model(), session.state["turn"], clock.now()
     try:
         # A real model call may outlast the lease: keep it renewed while we wait.
         with lease_kept(session.run, session.worker, []):
@@ -71,14 +84,24 @@ def model_turn(session: RunSession, step: str) -> None:
         if sink is not None:
             sink.flush()
         telemetry.model_called(session.agent.name, err.category)
+        trace_spans.model_ended(session, step, turn, span_id, started, messages, error=err)
+        _note_call(session, started)
         _model_failed(session, step, err)
-        return
+        return None
     if sink is not None:
         sink.flush()
     reply = _priced(session, reply)
     telemetry.model_called(session.agent.name, "ok", tokens=reply.usage.total_tokens,
                            cost_micros=reply.usage.cost_micros)
-    _record_reply(session, step, _clean(reply))
+    trace_spans.model_ended(session, step, turn, span_id, started, messages, reply=reply)
+    _note_call(session, started)
+    return reply
+
+
+def _note_call(session: RunSession, started: Any) -> None:
+    """Keep what the event recording this call says of it: how long it took, its trace ids."""
+    ms = int((clock.now() - started).total_seconds() * 1000)
+    session.reply_marks = {"ms": ms, **trace_spans.marks(session)}
 
 
 def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
@@ -144,7 +167,8 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
 def _model_failed(session: RunSession, step: str, err: ModelError) -> None:
     s = session.state
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": s["turn"], "category": err.category,
-                                      "message": str(err)[:300]})
+                                      "message": str(err)[:300],
+                                      **session.reply_marks})
     if err.category == "context_overflow" and len(s["turns"]) > 1:
         upto, summary = ctx.compaction_summary(s, keep=1)
         event2 = NewEvent(EventType.CONTEXT_COMPACTED, {"upto_turn": upto, "summary": summary})
@@ -164,7 +188,8 @@ def _replied_data(session: RunSession, step: str, reply: ModelReply, usage: dict
     return {"step": step, "turn": s["turn"], "text": reply.text or "", "usage": usage,
             "finish_reason": reply.finish_reason, "call_hashes": [h for h in hashes if h],
             "no_progress": _no_progress(s),
-            "calls": [p.event_json() for p in planned], **_repaired(reply)}
+            "calls": [p.event_json() for p in planned], **_repaired(reply),
+            **session.reply_marks}
 
 
 def _turn_refused(session: RunSession, step: str) -> bool:
@@ -195,7 +220,8 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         return
     if not reply.tool_calls:
         text = reply.text or ""
-        _finish_step(session, step, turn, text, usage, _repaired(reply))
+        _finish_step(session, step, turn, text, usage,
+                     {**_repaired(reply), **session.reply_marks})
         return
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
     if drift_guard(session, step, turn, planned, usage):
@@ -290,7 +316,8 @@ def _repairs(s: dict[str, Any]) -> int:
 def _invalid_output(session: RunSession, step: str, turn: int, usage: dict[str, Any],
                     message: str) -> None:
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn, "category": "invalid_output",
-                                      "message": message[:300], "usage": usage})
+                                      "message": message[:300], "usage": usage,
+                                      **session.reply_marks})
     retry_later(session, step, "invalid_output", message, retry_after=0, events=[event])
 
 
@@ -303,7 +330,8 @@ def _refused(session: RunSession, step: str, turn: int, usage: dict[str, Any],
     detail = f"{how} in step {step}" + (f": {said!r}" if said else "")
     event = NewEvent(EventType.MODEL_FAILED, {"step": step, "turn": turn,
                                               "category": "model_refused",
-                                              "message": detail[:300], "usage": usage})
+                                              "message": detail[:300], "usage": usage,
+                                              **session.reply_marks})
     block(session, "model_refused", detail, events=[event])
 
 
@@ -361,7 +389,8 @@ def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[
         return
     events = [
         NewEvent(EventType.MODEL_REPLIED, {"step": PLAN_STEP, "turn": turn, "text": reply.text or "",
-                                   "usage": usage, "calls": [], "no_progress": 0}),
+                                   "usage": usage, "calls": [], "no_progress": 0,
+                                   **session.reply_marks}),
         NewEvent(EventType.PLAN_ACCEPTED, {"plan_version": s["plan_version"] + 1, "steps": steps}),
     ]
     session.commit(events, milestone="step_complete")

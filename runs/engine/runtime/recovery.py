@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from agentops import clock
 from agentops.causes import RECOVERY
 from runs.engine.core import reducer
-from runs.engine.runtime import telemetry
+from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.attention import attention_fields, block_reason
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.queue import run_enqueue
@@ -78,7 +78,7 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
         elif run.lease_expires_at is None or run.lease_expires_at >= clock.now():
             return False
         count, owner = run.recoveries + 1, run.lease_owner
-        event = _recovered_event(count, owner, dead_owner)
+        event = _recovered_event(run_id, count, owner, dead_owner)
         try:
             if count > run.recovery_limit:
                 detail = (f"the run lost its worker {count} times (limit {run.recovery_limit}); "
@@ -92,13 +92,13 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
                                detail=detail, events=[event],
                                fields={**fields, "recoveries": count},
                                expected_version=run.version)
-                telemetry.run_recovered(run_id, count, owner, blocked=True)
+                telemetry.run_recovered(run, count, owner, blocked=True)
                 return False
             # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.runtime.loop).
             run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
                            fields={"recoveries": count, "urgent": True},
                            expected_version=run.version)
-            telemetry.run_recovered(run_id, count, owner, blocked=False)
+            telemetry.run_recovered(run, count, owner, blocked=False)
         except IllegalTransition:
             return False
 
@@ -106,10 +106,11 @@ def _recover_one(run_id: Any, *, dead_owner: str = "") -> bool:
     return True
 
 
-def _recovered_event(count: int, owner: str, dead_owner: str) -> NewEvent:
+def _recovered_event(run_id: Any, count: int, owner: str, dead_owner: str) -> NewEvent:
     """Return run.recovered: a root of the run's causes (what the next worker does follows)."""
     return NewEvent(EventType.RUN_RECOVERED,
                     {"recoveries": count, "lost_owner": owner,
+                     **trace_spans.recovery_marks(run_id, count),
                      "cause": "owner_gone" if dead_owner else "lease_expired"},
                     caused_by=f"{RECOVERY}:{owner}")
 

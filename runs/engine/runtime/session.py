@@ -31,6 +31,8 @@ from runs.statuses import RunStatus, StepStatus
 
 SNAPSHOT_MIN_BYTES = 16_384
 _REST_TAIL_BYTES = 1_024  # events a resting run may have after its last snapshot
+_ENDED = {RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS, RunStatus.FAILED,
+          RunStatus.CANCELLED}
 _REST = {RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN,
          RunStatus.SUCCEEDED, RunStatus.COMPLETED_WITH_EXCEPTIONS, RunStatus.FAILED,
          RunStatus.CANCELLED}
@@ -79,6 +81,10 @@ class RunSession:
     step_started: dict[str, dt.datetime] = field(default_factory=dict)
     # Events applied to the state but written with the next unit (``defer``).
     deferred: list[NewEvent] = field(default_factory=list)
+    # The attempt's OpenTelemetry trace (runs.engine.runtime.trace_spans); None when off.
+    trace: Any = None
+    # What the event recording the current model call says of it (runs.engine.runtime.model_turn).
+    reply_marks: dict[str, Any] = field(default_factory=dict)
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
@@ -123,8 +129,8 @@ class RunSession:
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
-        # Counted and logged once committed (a unit in flight: when it is read).
-        unit_after_commit(lambda: telemetry.events_committed(self, written))
+        # Counted, logged and traced once committed (a unit in flight: when it is read).
+        unit_after_commit(lambda: telemetry.events_committed(self, written, ended=to if to in _ENDED else ""))
 
     def _writers(self, written: list[NewEvent], before: dict[str, str],
                  also: Sequence[Callable[[], Any]], phase: str) -> list[Callable[[], Any]]:

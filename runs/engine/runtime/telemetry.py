@@ -15,16 +15,21 @@ from typing import Any
 from agentops import clock
 from agentops.observability import metrics
 from agentops.observability.logging import run_log_context
+from runs.engine.runtime import trace_spans
 from runs.models import Step
 
 log = logging.getLogger("agentops.engine")
 _STEP_ENDS = {"step.completed": "succeeded", "step.skipped": "skipped", "step.failed": ""}
 
 
-def events_committed(session: Any, events: Sequence[Any]) -> None:
-    """Count the unit and observe the latency of every step these committed events end."""
+def events_committed(session: Any, events: Sequence[Any], *, ended: str = "") -> None:
+    """Count the unit and observe the latency of every step these committed events end.
+
+    ``ended``: the status this unit ended the run in (its attempt's root span goes out then).
+    """
     agent = session.agent.name
     metrics.count_unit(agent)
+    trace_spans.unit_committed(session)
     for e in events:
         if e.type == "step.started":
             session.step_started[e.data["step"]] = clock.now()
@@ -32,6 +37,8 @@ def events_committed(session: Any, events: Sequence[Any]) -> None:
         elif e.type in _STEP_ENDS:
             _step_ended(session, e.data["step"], _STEP_ENDS[e.type] or e.data.get("status",
                                                                                    "failed"))
+    if ended:
+        trace_spans.attempt_ended(session, ended)
 
 
 def _step_ended(session: Any, step: str, outcome: str) -> None:
@@ -39,6 +46,7 @@ def _step_ended(session: Any, step: str, outcome: str) -> None:
     if started is not None:
         metrics.observe_step(session.agent.name, outcome,
                              (clock.now() - started).total_seconds())
+    trace_spans.step_ended(session, step, outcome, started)
     log.info("step %s %s", step, outcome, extra={"step": step})
 
 
@@ -57,8 +65,12 @@ def model_called(agent: str, outcome: str, *, tokens: int = 0, cost_micros: int 
         log.warning("model call failed: %s", outcome)
 
 
-def tools_settled(settled: Iterable[Any], started: dt.datetime) -> None:
-    """Observe each settled tool-call attempt and log its outcome under its tool_call_id."""
+def tools_settled(settled: Iterable[Any], started: dt.datetime,
+                  spans: dict[str, str] | None = None) -> None:
+    """Observe each settled tool-call attempt and log its outcome under its tool_call_id.
+
+    ``spans``: each call's span id (runs.engine.runtime.trace_spans), stamped on its line.
+    """
     seconds = (clock.now() - started).total_seconds()
     for st in settled:
         call = st.call
@@ -69,7 +81,8 @@ def tools_settled(settled: Iterable[Any], started: dt.datetime) -> None:
         # A warning is for what needs a person (block, unknown); a retry or a park is routine.
         level = logging.WARNING if st.next in ("block", "unknown") else logging.INFO
         if log.isEnabledFor(level):  # the context costs more than the disabled line itself
-            with run_log_context(tool_call_id=call.tool_call_id, attempt=call.attempts or None):
+            with run_log_context(tool_call_id=call.tool_call_id, attempt=call.attempts or None,
+                                 span_id=(spans or {}).get(call.tool_call_id)):
                 log.log(level, "tool %s %s (next: %s)", call.tool, outcome, st.next)
 
 
@@ -98,9 +111,11 @@ def tick_event(message: str, *args: Any, level: int = logging.INFO) -> None:
     log.log(level, message, *args)
 
 
-def run_recovered(run_id: Any, count: int, owner: str, blocked: bool) -> None:
-    """Count one recovery of a run whose worker died, and log it under the run's id."""
+def run_recovered(run: Any, count: int, owner: str, blocked: bool) -> None:
+    """Count one recovery of a run whose worker died, log it under the run's id, and emit
+    the spans its lost attempt could not (runs.engine.runtime.trace_spans)."""
     metrics.count_recovery()
-    with run_log_context(run_id=run_id):
+    trace_spans.attempt_lost(run, count)
+    with run_log_context(run_id=run.pk):
         log.warning("run recovered from lost worker %s (recovery %d)%s", owner, count,
                     "; recovery limit reached, blocked" if blocked else "")

@@ -33,7 +33,7 @@ from ledger.services.record import (
     toolcalls_insert,
 )
 from ledger.statuses import ToolCallStatus as S
-from runs.engine.runtime import telemetry
+from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.fencing import hard_deadline, tool_timeout
@@ -69,7 +69,8 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     settled = [parked_settlement(session, c, ctx)  # 4. settle
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
-    telemetry.tools_settled(settled, started)
+    telemetry.tools_settled(settled, started,
+                            trace_spans.tools_settled(session, step, settled, started))
     try:
         record_settled(session, step, settled, events, new_rows)  # 5. record
     except LeaseLost:
