@@ -92,7 +92,7 @@ EVENT_LABELS: dict[str, str] = {
 # with a reduced event, e.g. run.cancelled with run.status, tool.compensated with the ledger).
 AUDIT_ONLY = frozenset({
     E.RUN_RESUMED, E.RUN_BUDGET_RAISED, E.RUN_CANCELLED, E.RUN_COMPLETED, E.RUN_FORKED,
-    E.TOOL_STARTED, E.TOOL_ATTEMPT_FAILED, E.TOOL_LATE_RESULT,
+    E.TOOL_STARTED, E.TOOL_LATE_RESULT,
     E.TOOL_COMPENSATION_FAILED, E.APPROVAL_EXPIRED, E.APPROVAL_STALE,
     E.GUARD_SELF_CHECK_FAILED,
 })

@@ -41,6 +41,8 @@ class BlockReason(models.TextChoices):
     CONFIG_ERROR = "config_error"
     INTERNAL_ERROR = "internal_error"
     MODEL_REFUSED = "model_refused"
+    # Failed attempts across all its steps reached the run's failure budget.
+    FAILURE_BUDGET = "failure_budget"
 
 
 class WaitKind(models.TextChoices):
@@ -94,6 +96,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.CONFIG_ERROR: "Configuration error",
     BlockReason.INTERNAL_ERROR: "Unexpected error",
     BlockReason.MODEL_REFUSED: "The model refused",
+    BlockReason.FAILURE_BUDGET: "Too many failures in this run",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

@@ -156,6 +156,11 @@ def _step_retrying(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step["retries"] = d["retries"]
     step["error_class"] = d.get("error_class", "")
+    state["failures"] = state.get("failures", 0) + 1  # the run's failure budget (budgets.py)
+
+
+_on(EventType.TOOL_ATTEMPT_FAILED)(lambda state, d, e: state.update(
+    failures=state.get("failures", 0) + 1))
 
 
 @_on(EventType.STEP_SKIPPED)
@@ -183,6 +188,7 @@ def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     step["turn_base"] = step.get("turns", 0)
     step.pop("missing", None)
     step.pop("refused", None)  # a retried step starts over: its old refusals are moot
+    state["failure_base"] = state.get("failures", 0)  # a person's retry: a fresh allowance
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 

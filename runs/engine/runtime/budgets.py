@@ -7,7 +7,12 @@ from typing import Any
 from django.conf import settings
 
 from agentops import clock
+from runs.event_types import EventType
 from runs.models import BudgetPolicy, Run
+
+DEADLINE_POLICIES = ("block", "terminate")
+# The events that are one failed attempt each (the reducer counts them in state["failures"]).
+_FAILED = (EventType.STEP_RETRYING, EventType.TOOL_ATTEMPT_FAILED)
 
 _FIELDS = (
     ("tokens", "budget_tokens", "tokens_used", "max_tokens"),
@@ -29,6 +34,8 @@ def budget_defaults(*, agent_name: str, agent_budget: Any) -> dict[str, Any]:
     }
     seconds = agent_budget.seconds
     values["recovery_limit"] = settings.AGENTOPS_RECOVERY_LIMIT
+    values["failure_limit"] = agent_budget.failures
+    values["on_deadline"] = agent_budget.on_deadline
     if policy is not None:
         for _, column, _, pfield in _FIELDS:
             if getattr(policy, pfield) is not None:
@@ -36,6 +43,8 @@ def budget_defaults(*, agent_name: str, agent_budget: Any) -> dict[str, Any]:
         seconds = policy.max_seconds or seconds
         values["recovery_limit"] = policy.recovery_limit
         values["step_retry_limit"] = policy.step_retry_limit
+        values["failure_limit"] = policy.run_failure_limit or values["failure_limit"]
+        values["on_deadline"] = policy.on_deadline or values["on_deadline"]
     if seconds:
         values["deadline"] = clock.now() + dt.timedelta(seconds=seconds)
     return values
@@ -55,3 +64,21 @@ def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
     if run.deadline is not None and clock.now() >= run.deadline:
         return f"deadline {run.deadline.isoformat(timespec='seconds')} passed"
     return None
+
+
+def failures_spent(run: Run, state: dict[str, Any], events: Any = (), *,
+                   extra: int = 0) -> str | None:
+    """Return why the run's failure budget is spent (None while it may go on).
+
+    Counts the failed attempts of every step since a person last retried one (the state's
+    ``failures`` minus ``failure_base``), plus those in ``events`` about to be committed and
+    ``extra`` not recorded as an event.
+    """
+    limit = settings.AGENTOPS_RUN_FAILURE_LIMIT if run.failure_limit is None else run.failure_limit
+    if not limit:
+        return None
+    n = (state.get("failures", 0) - state.get("failure_base", 0) + extra
+         + sum(1 for e in events if e.type in _FAILED))
+    if n < limit:
+        return None
+    return f"{n} failed attempts across the run's steps reached its failure budget of {limit}"
