@@ -62,8 +62,15 @@ def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
         if limit is not None and used[name] >= limit:
             return f"{name}: used {used[name]} of {limit}"
     if run.deadline is not None and clock.now() >= run.deadline:
-        return f"deadline {run.deadline.isoformat(timespec='seconds')} passed"
+        then = ("; its deadline policy terminates it" if deadline_policy(run) == "terminate"
+                else "")
+        return f"deadline {run.deadline.isoformat(timespec='seconds')} passed{then}"
     return None
+
+
+def deadline_policy(run: Run) -> str:
+    """Return what ``run`` does past its deadline: "block" (for a person) or "terminate"."""
+    return run.on_deadline or settings.AGENTOPS_DEADLINE_POLICY
 
 
 def failures_spent(run: Run, state: dict[str, Any], events: Any = (), *,
