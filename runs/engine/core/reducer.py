@@ -370,12 +370,13 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
 # --- guards and checkpoint files (runs/engine/runtime/drift.py, selfcheck.py, runs/checkpoints.py) ---
 
 
+@_on(EventType.CHILDREN_SPENT)
 @_on(EventType.GUARD_DRIFT_SCORED)
-def _drift_scored(state: State, d: dict[str, Any], e: Event) -> None:
-    # The side model's tokens are spent by the run: they count against its budget.
-    usage = d.get("usage") or {}
-    state["usage"]["tokens"] += usage.get("tokens", 0)
-    state["usage"]["cost_micros"] += usage.get("cost_micros", 0)
+def _usage_charged(state: State, d: dict[str, Any], e: Event) -> None:
+    # Spent outside the run's own turns (the drift side model, its child runs' shares):
+    # it counts against the run's budget.
+    for key in ("tokens", "model_calls", "tool_calls", "cost_micros"):
+        state["usage"][key] += (d.get("usage") or {}).get(key, 0)
 
 
 @_on(EventType.GUARD_SELF_CHECKED)

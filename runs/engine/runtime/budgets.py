@@ -10,7 +10,9 @@ from agentops import clock
 from runs.event_types import EventType
 from runs.models import BudgetPolicy, Run
 
-DEADLINE_POLICIES = ("block", "terminate")
+# Usage key -> the Run column that limits it.
+_BUDGET_COLUMNS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
+                   "tool_calls": "budget_tool_calls", "cost_micros": "budget_cost_micros"}
 # The events that are one failed attempt each (the reducer counts them in state["failures"]).
 _FAILED = (EventType.STEP_RETRYING, EventType.TOOL_ATTEMPT_FAILED)
 
@@ -55,8 +57,7 @@ def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
 
     Checked before each model call and tool call: a budget is spent once usage reaches it.
     """
-    used = {"tokens": usage["tokens"], "model_calls": usage["model_calls"],
-            "tool_calls": usage["tool_calls"], "cost": usage["cost_micros"]}
+    used = _used(usage)
     for name, column, _, _ in _FIELDS:
         limit = getattr(run, column)
         if limit is not None and used[name] >= limit:
@@ -66,6 +67,44 @@ def budget_exhausted(run: Run, usage: dict[str, Any]) -> str | None:
                 else "")
         return f"deadline {run.deadline.isoformat(timespec='seconds')} passed{then}"
     return None
+
+
+def _used(usage: dict[str, Any]) -> dict[str, int]:
+    return {"tokens": usage["tokens"], "model_calls": usage["model_calls"],
+            "tool_calls": usage["tool_calls"], "cost": usage["cost_micros"]}
+
+
+def child_shares(run: Run, usage: dict[str, Any], weights: list[float]) -> list[dict[str, Any]]:
+    """Split what ``run`` may still spend among its children by ``weights`` (rounded down).
+
+    Only the limits the parent has are shared, so the shares never add up to more than it
+    has left; each share also carries the parent's deadline: no child outlives it.
+    """
+    used = _used(usage)
+    left = {column: max(getattr(run, column) - used[name], 0)
+            for name, column, _, _ in _FIELDS if getattr(run, column) is not None}
+    total = sum(weights)
+    shares = []
+    for weight in weights:
+        share: dict[str, Any] = {column: int(amount * weight // total)
+                                 for column, amount in left.items()}
+        if run.deadline is not None:
+            share["deadline"] = run.deadline.isoformat()
+        shares.append(share)
+    return shares
+
+
+def children_spent(kids: list[Run], shares: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return what child runs spent (charged to the parent) and what of their shares returns."""
+    spent = {used: sum(getattr(k, column) for k in kids)
+             for used, column in (("tokens", "tokens_used"), ("model_calls", "model_calls"),
+                                  ("tool_calls", "tool_calls"), ("cost_micros", "cost_micros"))}
+    budget_of = {c: u for u, c in _BUDGET_COLUMNS.items()}
+    returned = {}
+    for column in {c for s in shares for c in s if c in budget_of}:
+        reserved = sum(s.get(column, 0) for s in shares)
+        returned[budget_of[column]] = max(reserved - spent[budget_of[column]], 0)
+    return {"usage": spent, "returned": returned}
 
 
 def deadline_policy(run: Run) -> str:
