@@ -80,6 +80,16 @@ class Budget:
     tool_calls: int | None = None
     cost_micros: int | None = None
     seconds: int | None = None
+    # Failed attempts across all the run's steps before it blocks (failure_budget); None:
+    # the budget policy's, else AGENTOPS_RUN_FAILURE_LIMIT.
+    failures: int | None = None
+    # Past the deadline: "block" (for a person) or "terminate"; "": policy, then setting.
+    on_deadline: str = ""
+
+    def __post_init__(self) -> None:
+        if self.on_deadline not in ("", "block", "terminate"):
+            raise ValueError(f"Budget.on_deadline must be \"block\" or \"terminate\", "
+                             f"not {self.on_deadline!r}")
 
 
 @dataclass

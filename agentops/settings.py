@@ -246,6 +246,15 @@ AGENTOPS_TOOL_TIMEOUT_S = _env_float("AGENTOPS_TOOL_TIMEOUT_S", 300.0)
 AGENTOPS_HUNG_THREADS_MAX = _env_int("AGENTOPS_HUNG_THREADS_MAX", 2)
 AGENTOPS_RECOVERY_LIMIT = _env_int("AGENTOPS_RECOVERY_LIMIT", 5)
 AGENTOPS_STEP_RETRY_LIMIT = _env_int("AGENTOPS_STEP_RETRY_LIMIT", 3)
+# Failed attempts (step retries and tool attempts) across all of a run's steps before it
+# blocks with failure_budget; 0 = no run-level limit. An agent's Budget or policy wins.
+AGENTOPS_RUN_FAILURE_LIMIT = _env_int("AGENTOPS_RUN_FAILURE_LIMIT", 10)
+# What a run past its deadline does: "block" (for a person) or "terminate" (compensate what
+# can be undone, then end it, as the system). An agent's Budget or policy wins.
+AGENTOPS_DEADLINE_POLICY = os.environ.get("AGENTOPS_DEADLINE_POLICY", "block").strip().lower()
+if AGENTOPS_DEADLINE_POLICY not in ("block", "terminate"):
+    raise ValueError("AGENTOPS_DEADLINE_POLICY must be block or terminate, got "
+                     f"{AGENTOPS_DEADLINE_POLICY!r}")
 AGENTOPS_BACKOFF_BASE_S = _env_float("AGENTOPS_BACKOFF_BASE_S", 1.0)
 AGENTOPS_BACKOFF_CAP_S = _env_float("AGENTOPS_BACKOFF_CAP_S", 300.0)
 # Backoffs shorter than this are retried in the same tick instead of a durable timer wait.

@@ -91,11 +91,28 @@ class WaitForSignal(WaitRequest):
 
 
 class WaitForChildren(WaitRequest):
-    """Start child runs (``[{agent, goal, input}]``) and finish this call when all have ended."""
+    """Start child runs (``[{agent, goal, input}]``) and finish this call when all have ended.
 
-    def __init__(self, children: list[dict[str, Any]], timeout_s: float | None = None) -> None:
+    Each child gets a share of what the parent may still spend (tokens, calls, cost; its
+    deadline at most the parent's): ``split="equal"`` divides it evenly, ``"weights"`` by
+    each child's ``weight`` (a positive number). A child cannot spend past its share; what
+    it leaves unspent returns to the parent when the children have ended.
+    """
+
+    def __init__(self, children: list[dict[str, Any]], timeout_s: float | None = None, *,
+                 split: str = "equal") -> None:
         super().__init__(timeout_s)
+        if split not in ("equal", "weights"):
+            raise ValueError(f"WaitForChildren split must be \"equal\" or \"weights\", not "
+                             f"{split!r}")
+        bad = [i for i, c in enumerate(children) if split == "weights" and not (
+            isinstance(c.get("weight"), (int, float)) and not isinstance(c.get("weight"), bool)
+            and c["weight"] > 0)]
+        if bad:
+            raise ValueError(f"WaitForChildren split=\"weights\": children {bad} need a "
+                             "positive number as their weight")
         self.children = children
+        self.split = split
 
 
 @dataclass

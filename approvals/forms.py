@@ -18,17 +18,20 @@ class BudgetPolicyForm(forms.ModelForm):
     class Meta:
         model = BudgetPolicy
         fields = ["agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
-                  "max_cost_micros", "max_seconds", "recovery_limit", "step_retry_limit"]
+                  "max_cost_micros", "max_seconds", "recovery_limit", "step_retry_limit",
+                  "run_failure_limit", "on_deadline"]
         help_texts = {
             "agent_name": "Blank = the global default for every agent.",
             "max_cost_micros": "Millionths of a dollar (1000000 = $1).",
+            "run_failure_limit": "Failed attempts across all of a run's steps before it "
+                                 "blocks; blank = AGENTOPS_RUN_FAILURE_LIMIT.",
         }
 
     def clean(self) -> dict[str, Any]:
         """Reject limits of zero or below: blank means no limit."""
         data = super().clean()
         for name in ("max_tokens", "max_model_calls", "max_tool_calls", "max_cost_micros",
-                     "max_seconds"):
+                     "max_seconds", "run_failure_limit"):
             value = data.get(name)
             if value is not None and value <= 0:
                 self.add_error(name, "Must be above zero; leave blank for no limit.")

@@ -50,6 +50,8 @@ class EventType(models.TextChoices):
     WAIT_STARTED = "wait.started"
     WAIT_ENDED = "wait.ended"
     CHILDREN_ENDED = "children.ended"  # child runs ended without doing all their work
+    # What child runs spent of the shares they got: charged to the parent (the rest returns).
+    CHILDREN_SPENT = "children.spent"
     SIGNAL_RECEIVED = "signal.received"
     CONTEXT_COMPACTED = "context.compacted"
     APPROVAL_DECIDED = "approval.decided"
@@ -87,6 +89,7 @@ EVENT_LABELS: dict[str, str] = {
     E.TOOL_COMPENSATED: "Tool call undone", E.TOOL_COMPENSATION_FAILED: "Undo failed",
     E.WAIT_STARTED: "Wait started", E.WAIT_ENDED: "Wait ended",
     E.CHILDREN_ENDED: "Child runs ended with exceptions",
+    E.CHILDREN_SPENT: "Child runs' budget settled",
     E.SIGNAL_RECEIVED: "Signal received", E.CONTEXT_COMPACTED: "Context compacted",
     E.APPROVAL_DECIDED: "Approval decided", E.APPROVAL_EXPIRED: "Approval expired",
     E.APPROVAL_STALE: "Approval went stale",
@@ -100,7 +103,7 @@ EVENT_LABELS: dict[str, str] = {
 # with a reduced event, e.g. run.cancelled with run.status, tool.compensated with the ledger).
 AUDIT_ONLY = frozenset({
     E.RUN_RESUMED, E.RUN_BUDGET_RAISED, E.RUN_CANCELLED, E.RUN_COMPLETED, E.RUN_FORKED,
-    E.TOOL_STARTED, E.TOOL_ATTEMPT_FAILED, E.TOOL_LATE_RESULT,
+    E.TOOL_STARTED, E.TOOL_LATE_RESULT,
     E.TOOL_COMPENSATION_FAILED, E.APPROVAL_EXPIRED, E.APPROVAL_STALE,
     E.APPROVAL_VOTED, E.GUARD_SELF_CHECK_FAILED,
 })

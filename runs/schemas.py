@@ -100,6 +100,8 @@ class RunOut(RunSummaryOut):
     deadline: dt.datetime | None
     recoveries: int
     recovery_limit: int
+    failure_limit: int | None
+    on_deadline: str
     parent_id: uuid.UUID | None
     forked_from_id: uuid.UUID | None
     forked_at_seq: int | None
@@ -363,6 +365,8 @@ class BudgetPolicyOut(Schema):
     max_seconds: int | None
     recovery_limit: int
     step_retry_limit: int
+    run_failure_limit: int | None
+    on_deadline: str
     updated_at: dt.datetime
 
 
@@ -376,6 +380,8 @@ class BudgetPolicyIn(StrictIn):
     max_seconds: int | None = Field(None, gt=0, le=10**8)
     recovery_limit: int | None = Field(None, ge=0, le=1000)
     step_retry_limit: int | None = Field(None, ge=0, le=1000)
+    run_failure_limit: int | None = Field(None, gt=0, le=10**6)
+    on_deadline: Literal["block", "terminate"] | None = None
 
 
 class BudgetPolicyCreateIn(BudgetPolicyIn):

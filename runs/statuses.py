@@ -44,6 +44,8 @@ class BlockReason(models.TextChoices):
     # Re-checked before resuming (runs.engine.runtime.world): the requester lost the right to
     # run it, or a resource it uses answers at another version than it first saw.
     WORLD_CHANGED = "world_changed"
+    # Failed attempts across all its steps reached the run's failure budget.
+    FAILURE_BUDGET = "failure_budget"
 
 
 class WaitKind(models.TextChoices):
@@ -98,6 +100,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.INTERNAL_ERROR: "Unexpected error",
     BlockReason.MODEL_REFUSED: "The model refused",
     BlockReason.WORLD_CHANGED: "The world changed while this run waited",
+    BlockReason.FAILURE_BUDGET: "Too many failures in this run",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

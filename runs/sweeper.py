@@ -2,8 +2,10 @@
 
 One sweep re-queues runs whose lease expired (a dead worker), wakes due timers, applies
 approval expiry policies, wakes runs whose signal or children arrived, times out waits past
-their deadline, closes the calls stopped runs left running (stragglers), moves notification
-SLA clocks that ran out (reminders, escalations), and stamps this process's heartbeat row. Every piece locks the run row it
+their deadline, blocks or terminates runs holding no worker past the run's own deadline
+(runs.services_operator.deadline), closes the calls stopped runs left running (stragglers),
+moves notification SLA clocks that ran out (reminders, escalations), and stamps this
+process's heartbeat row. Every piece locks the run row it
 changes (``skip_locked``) and re-checks it, so two sweepers never move a run twice.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ from runs.engine.runtime.recovery import (
 from runs.engine.runtime.stragglers import stragglers_sweep
 from runs.engine.runtime.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
+from runs.services_operator.deadline import deadlines_enforce
 
 log = logging.getLogger("agentops.sweeper")
 
@@ -40,6 +43,7 @@ class SweepReport:
     dead: list[Any] = field(default_factory=list)
     recovered: list[Any] = field(default_factory=list)
     requeued: list[Any] = field(default_factory=list)
+    deadlines: list[Any] = field(default_factory=list)
     timers: list[Any] = field(default_factory=list)
     approvals: list[Any] = field(default_factory=list)
     signals: list[Any] = field(default_factory=list)
@@ -58,6 +62,7 @@ class SweepReport:
 
 
 _PARTS = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
+          ("deadlines", deadlines_enforce),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
           ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out),
           ("stragglers", stragglers_sweep), ("escalations", tracks_escalate))

@@ -45,6 +45,7 @@ class FailureClass(StrEnum):
     TIMER_WAIT = "timer_wait"
     ROLLED_BACK = "rolled_back"
     WORLD_CHANGED = "world_changed"
+    FAILURE_BUDGET = "failure_budget"  # failed attempts across steps reached the run's budget
 
 
 # Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
@@ -67,6 +68,7 @@ _CATEGORY = {
     "model_refused": FailureClass.MODEL_REFUSAL,
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
     "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
+    "failure_budget": FailureClass.FAILURE_BUDGET,
     "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
     "world_changed": FailureClass.WORLD_CHANGED,
 }
@@ -180,6 +182,12 @@ TABLE: dict[FailureClass, Row] = {
                           "engine; not a lost worker) stopped the run at its first occurrence; "
                           "read the traceback in the worker log and fix the cause, then retry",
                           deterministic=False),
+    F.FAILURE_BUDGET: Row("retry", ("terminate", "skip"),
+                          "the run failed again and again across its steps, past its failure "
+                          "budget: something its steps share (a backend, the model, the agent's "
+                          "code) keeps failing; read the failures in its history and fix the "
+                          "cause, then retry", deterministic=False,
+                          retry_means="runs the failed step again with a fresh failure allowance"),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
     F.WORLD_CHANGED: Row("retry", ("terminate",),

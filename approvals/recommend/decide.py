@@ -127,7 +127,7 @@ def _weigh_progress(sit: Situation, row: Row, rec: Recommendation) -> Recommenda
         rest = _dedupe(("terminate", *(a for a in rec.alternatives if a != "retry")))
         return Recommendation("retry", f"{rec.why}; most of the work is done "
                               f"({sit.progress:.0%}), so resume rather than restart", rest)
-    restartable = (F.LOOP, F.STALL, F.TURN_LIMIT, F.RECOVERY_LIMIT)
+    restartable = (F.LOOP, F.STALL, F.TURN_LIMIT, F.RECOVERY_LIMIT, F.FAILURE_BUDGET)
     if (rec.action in ("skip", "retry") and sit.failure in restartable
             and sit.progress < LITTLE_DONE and sit.total):
         rest = _dedupe((rec.action, *(a for a in rec.alternatives if a != "terminate")))

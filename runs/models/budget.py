@@ -17,6 +17,12 @@ class BudgetPolicy(models.Model):
     max_seconds = models.PositiveIntegerField(null=True, blank=True)
     recovery_limit = models.PositiveIntegerField(default=5)
     step_retry_limit = models.PositiveIntegerField(default=3)
+    # Failed attempts across a run's steps before it blocks; null = AGENTOPS_RUN_FAILURE_LIMIT.
+    run_failure_limit = models.PositiveIntegerField(null=True, blank=True)
+    on_deadline = models.CharField(
+        max_length=10, blank=True, default="",
+        choices=[("", "(setting)"), ("block", "block"), ("terminate", "terminate")],
+        help_text="Past max_seconds: block for a person or terminate; blank = the setting.")
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )

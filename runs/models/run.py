@@ -54,6 +54,10 @@ class Run(models.Model):
     recovery_limit = models.PositiveIntegerField(default=5)
     # Automatic retries of one step before it blocks; null = AGENTOPS_STEP_RETRY_LIMIT.
     step_retry_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Failed attempts across all steps before it blocks; null = AGENTOPS_RUN_FAILURE_LIMIT.
+    failure_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Past the deadline: block (for a person) or terminate; "" = AGENTOPS_DEADLINE_POLICY.
+    on_deadline = models.CharField(max_length=10, blank=True, default="")
     last_seq = models.BigIntegerField(default=0)
     version = models.BigIntegerField(default=0)
     lease_owner = models.CharField(max_length=100, blank=True)

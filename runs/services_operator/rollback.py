@@ -76,7 +76,7 @@ def rollback_plan(*, run: Run, to_seq: int | None = None) -> RollbackPlan:
     if state["open_calls"]:
         raise ActionNotApplicable(f"event #{to_seq} is in the middle of a tool call; choose a "
                                   "checkpoint between calls (a step boundary)", to_seq=to_seq)
-    plan = RollbackPlan(to_seq=to_seq, state=state, specs=_specs(run))
+    plan = RollbackPlan(to_seq=to_seq, state=state, specs=tool_specs(run))
     for call in _calls_since(run, to_seq):
         _classify(plan, call)
     return plan
@@ -95,7 +95,8 @@ def _checkpoint(run: Run, to_seq: int | None) -> int:
     return to_seq
 
 
-def _specs(run: Run) -> dict[str, ToolSpec]:
+def tool_specs(run: Run) -> dict[str, ToolSpec]:
+    """Return the run's pinned agent's tools by name ({} when that version is gone)."""
     try:
         return {t.name: t for t in registry.get(run.agent_name, run.agent_version).tools}
     except UnknownAgent:
@@ -144,17 +145,18 @@ def run_rollback(*, run: Run, actor: Any, reason: str = "", to_seq: int | None =
             "these effects cannot be undone automatically; handle them and tick each one "
             "first: " + "; ".join(f"{c.tool} ({c.tool_call_id}): {why}" for c, why in missing),
             unticked=[c.tool_call_id for c, _ in missing])
-    _claim(run, who)
+    rollback_claim(run, who)
     try:
         for call in plan.compensate:
-            _compensate(run, call, plan.specs[call.tool], who)
+            compensate_call(run, call, plan.specs[call.tool], who)
         return _restore(run, plan, who, reason, then)
     finally:
         Run.objects.filter(pk=run.pk, lease_owner=ROLLBACK_OWNER + who).update(
             lease_owner="", lease_expires_at=None)
 
 
-def _claim(run: Run, who: str) -> None:
+def rollback_claim(run: Run, who: str) -> None:
+    """Claim ``run`` for ``who``'s undo (released by clearing ``lease_owner``), or refuse."""
     # A conditional UPDATE: of two people rolling back at once only one claims the run, so
     # no compensation runs twice. The claim expires in case this process dies mid-way.
     now = clock.now()
@@ -168,7 +170,8 @@ def _claim(run: Run, who: str) -> None:
                                   f"(now {run.status})")
 
 
-def _compensate(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
+def compensate_call(run: Run, call: ToolCall, spec: ToolSpec, who: str) -> None:
+    """Undo one standing write with its tool's compensation, recorded; raise if it fails."""
     args = dict(call.approved_args or call.args)
     args.update(unseal(call.sealed_args))
     # The undo has its own key, derived from the original one, so a retried rollback undoes

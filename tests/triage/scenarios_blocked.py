@@ -194,3 +194,15 @@ def budget_used_up_before_the_first_step_ends():
 @scenario("blocked", "raise_budget", ("terminate",), "1 of 2 steps done", "finish the rest")
 def budget_used_up_halfway():
     return start("t-budget-late", {**reads("check", "close")}, budget=Budget(tool_calls=2))
+
+
+# --- the run's failure budget: failed attempts across steps, not per step -------------------
+
+
+@scenario("blocked", "retry", ("terminate", "skip"), "past its failure budget",
+          "fresh failure allowance", "3 of 5 steps done")
+def failures_across_steps_use_up_the_failure_budget():
+    # Each step's lookup fails once, then succeeds: no step reaches its own retry limit,
+    # but the fourth failed attempt of the run reaches its failure budget of 4.
+    world.fail_next["lookup"] = [le.ToolTransient("inventory hiccup"), None] * 4
+    return start("t-failures", reads("a", "b", "c", "d", "e"), budget=Budget(failures=4))

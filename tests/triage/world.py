@@ -36,8 +36,8 @@ class World:
 
     def fault(self, name: str) -> None:
         queue = self.fail_next.get(name) or []
-        if queue:
-            raise queue.pop(0)
+        if queue and (fault := queue.pop(0)) is not None:  # None: this call succeeds
+            raise fault
 
     def did(self, name: str, key: str, args: dict[str, Any]) -> None:
         self.effects.append((name, key, args))

@@ -54,6 +54,8 @@ POLICY: dict[str, Rule] = {
     "model_refused": Rule("stop", BlockReason.MODEL_REFUSED),
     "self_check_failed": Rule("stop", BlockReason.SELF_CHECK_FAILED),
     "world_changed": Rule("stop", BlockReason.WORLD_CHANGED),
+    # Failed attempts across the run's steps reached its failure budget (runtime/budgets.py).
+    "failure_budget": Rule("stop", BlockReason.FAILURE_BUDGET),
     # Raised out of a tick (runs.engine.runtime.tick_failure): the same tick would fail the
     # same way, so the run stops at the first occurrence instead of burning recoveries.
     "config_error": Rule("stop", BlockReason.CONFIG_ERROR),

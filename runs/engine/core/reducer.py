@@ -158,6 +158,11 @@ def _step_retrying(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step["retries"] = d["retries"]
     step["error_class"] = d.get("error_class", "")
+    state["failures"] = state.get("failures", 0) + 1  # the run's failure budget (budgets.py)
+
+
+_on(EventType.TOOL_ATTEMPT_FAILED)(lambda state, d, e: state.update(
+    failures=state.get("failures", 0) + 1))
 
 
 @_on(EventType.STEP_SKIPPED)
@@ -185,6 +190,7 @@ def _step_reset(state: State, d: dict[str, Any], e: Event) -> None:
     step["turn_base"] = step.get("turns", 0)
     step.pop("missing", None)
     step.pop("refused", None)  # a retried step starts over: its old refusals are moot
+    state["failure_base"] = state.get("failures", 0)  # a person's retry: a fresh allowance
     state["guards"] = {"no_progress": 0, "recent_calls": []}
 
 
@@ -369,12 +375,13 @@ def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
 # --- guards and checkpoint files (runs/engine/runtime/drift.py, selfcheck.py, runs/checkpoints.py) ---
 
 
+@_on(EventType.CHILDREN_SPENT)
 @_on(EventType.GUARD_DRIFT_SCORED)
-def _drift_scored(state: State, d: dict[str, Any], e: Event) -> None:
-    # The side model's tokens are spent by the run: they count against its budget.
-    usage = d.get("usage") or {}
-    state["usage"]["tokens"] += usage.get("tokens", 0)
-    state["usage"]["cost_micros"] += usage.get("cost_micros", 0)
+def _usage_charged(state: State, d: dict[str, Any], e: Event) -> None:
+    # Spent outside the run's own turns (the drift side model, its child runs' shares):
+    # it counts against the run's budget.
+    for key in ("tokens", "model_calls", "tool_calls", "cost_micros"):
+        state["usage"][key] += (d.get("usage") or {}).get(key, 0)
 
 
 @_on(EventType.GUARD_SELF_CHECKED)

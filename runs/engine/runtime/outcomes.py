@@ -11,6 +11,7 @@ from agentops import clock
 from runs.engine.core import reducer
 from runs.engine.core.policy import backoff_delay
 from runs.engine.runtime import telemetry
+from runs.engine.runtime.budgets import failures_spent
 from runs.engine.runtime.attention import attention_fields, block_reason, wait_fields
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.session import RunSession
@@ -94,6 +95,11 @@ def retry_later(session: RunSession, step: str, category: str, message: str, *,
     limit = session.run.step_retry_limit
     if retries > (settings.AGENTOPS_STEP_RETRY_LIMIT if limit is None else limit):
         block(session, category, f"{message} (after {retries - 1} retries)", events=events)
+        return
+    spent = failures_spent(session.run, session.state, events, extra=1)
+    if spent:
+        block(session, "failure_budget", f"{spent}; the last: {category} in step {step}: "
+              f"{message}", events=events)
         return
     delay = retry_delay(retries, retry_after)
     telemetry.step_retrying(category, retries, delay)

@@ -70,7 +70,8 @@ def parked_settlement(session: RunSession, call: ToolCall, ctx: ToolContext) -> 
                                   signal_events(call.tool_call_id, sig),
                                   writes=[signal_consume(sig)])
     return ParkSettlement(call, S.PENDING, {}, [], next="park",
-                          parked=park_request(session.run, call, req))
+                          parked=park_request(session.run, call, req,
+                                              session.state["usage"]))
 
 
 def park_commit(session: RunSession, st: ParkSettlement, events: list[NewEvent],

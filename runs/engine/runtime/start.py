@@ -5,6 +5,7 @@ and the CLI.
 """
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -27,12 +28,13 @@ _BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
 def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
               budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
               actor: Any = None, parent: Run | None = None,
-              constraints: list[str] | None = None, enqueue: bool = True) -> Run:
+              constraints: list[str] | None = None, enqueue: bool = True,
+              share: dict[str, Any] | None = None) -> Run:
     """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
 
     The same ``idempotency_key`` returns the same run; with a different body it raises
-    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (the CLI's
-    ``--inline`` runs it in its own process, so no worker with other agent modules takes it).
+    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (``--inline``
+    runs it in its own process). ``share``: a child's share of its parent's budget.
     """
     definition = registry.get(agent)
     payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
@@ -40,22 +42,21 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     check_json(payload, "$request")
     if not goal or not goal.strip():
         raise InvalidInput("goal must not be empty")
-    fields = budget_defaults(agent_name=agent, agent_budget=definition.budget)
-    fields.update(_budget_overrides(budget or {}))
+    fields = _cap_by_share({**budget_defaults(agent_name=agent, agent_budget=definition.budget),
+                            **_budget_overrides(budget or {})}, share or {})
     request_hash = sha256_json(payload)
     try:
         with transaction.atomic(), event_cause(f"{START}:{actor_name(actor)}"):
             run = Run.objects.create(
                 agent_name=agent, agent_version=definition.version, goal=goal,
                 input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
-                created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
-                **fields,
-            )
+                created_by=actor if getattr(actor, "pk", None) else None, parent=parent, **fields)
             plan = _steps_create(run, definition)
             event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
                 "agent": agent, "version": definition.version, "goal": goal,
                 "input": input or {}, "constraints": constraints or [], "plan": plan,
                 "parent": str(parent.pk) if parent else None,
+                **({"budget_share": share} if share else {}),
             }, actor=actor_name(actor))], fields={"steps_total": len(plan)})
             if enqueue:
                 run_enqueue(run.pk)
@@ -83,6 +84,18 @@ def _same_request(idempotency_key: str, request_hash: str) -> Run:
             "this Idempotency-Key was used for a different request", run_id=str(existing.pk)
         ) from None
     return existing
+
+
+def _cap_by_share(fields: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
+    """Lower the run's limits to its share of the parent's budget (never raise them).
+
+    The share is not part of the request an idempotency key stands for.
+    """
+    for column, value in share.items():
+        if column == "deadline":
+            value = dt.datetime.fromisoformat(value)
+        fields[column] = value if fields.get(column) is None else min(fields[column], value)
+    return fields
 
 
 def _budget_overrides(budget: dict[str, Any]) -> dict[str, Any]:

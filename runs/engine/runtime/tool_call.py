@@ -34,7 +34,7 @@ from ledger.services.record import (
 )
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.runtime import telemetry, trace_spans
-from runs.engine.runtime.budgets import budget_exhausted
+from runs.engine.runtime.budgets import budget_exhausted, failures_spent
 from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.fencing import hard_deadline, tool_timeout
 from runs.engine.runtime.leases import heartbeat_for, lease_kept
@@ -319,7 +319,12 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
     # stays running and is probed again once its hard deadline has passed.
     retry = [s for s in settled if s.next in ("retry", "recheck")]
     parked = [s for s in settled if s.next == "park"]
-    if unknown:
+    spent = failures_spent(session.run, session.state, evs) if retry else None
+    if spent and not unknown and not blocked:
+        s = retry[0]
+        block(session, "failure_budget", f"{spent}; the last: {s.call.tool} ({s.category})",
+              events=evs, also=also, tool=s.call.tool, tool_call_id=s.call.tool_call_id)
+    elif unknown:
         s = unknown[0]
         go_unknown(session, tool=s.call.tool, tool_call_id=s.call.tool_call_id, detail=s.detail,
                    events=evs, also=also)

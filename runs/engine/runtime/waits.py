@@ -21,6 +21,7 @@ from agentops.tools import WaitForChildren, WaitForSignal, WaitRequest
 from ledger.models import ToolCall
 from ledger.services.record import toolcall_update
 from ledger.statuses import ToolCallStatus as S
+from runs.engine.runtime.budgets import child_shares, children_spent
 from runs.engine.runtime.calls import result_event
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.queue import run_enqueue
@@ -45,15 +46,21 @@ class Parked:
     writes: list[Writer]
 
 
-def park_request(run: Run, call: ToolCall, req: WaitRequest) -> Parked:
-    """Return how ``call`` waits for ``req`` (children are created with the wait, atomically)."""
+def park_request(run: Run, call: ToolCall, req: WaitRequest, usage: dict[str, Any]) -> Parked:
+    """Return how ``call`` waits for ``req`` (children are created with the wait, atomically).
+
+    Child runs each get a share of what the run may still spend after ``usage``.
+    """
     until = clock.now() + dt.timedelta(seconds=req.timeout_s) if req.timeout_s else None
     base = {"tool_call_id": call.tool_call_id, "step": call.step_key, "tool": call.tool}
     if isinstance(req, WaitForSignal):
         return Parked(call, WaitKind.SIGNAL, until, {**base, "name": req.name}, [])
     if isinstance(req, WaitForChildren):
-        return Parked(call, WaitKind.CHILDREN, until, {**base, "count": len(req.children)},
-                      [lambda: _spawn(run, call, req.children)])
+        weights = [c.get("weight", 1) if req.split == "weights" else 1 for c in req.children]
+        shares = child_shares(run, usage, weights)
+        data = {**base, "count": len(req.children), "split": req.split, "shares": shares}
+        return Parked(call, WaitKind.CHILDREN, until, data,
+                      [lambda: _spawn(run, call, req.children, shares)])
     raise TypeError(f"unknown wait request {type(req).__name__}")
 
 
@@ -172,26 +179,40 @@ def children_wake(*, limit: int = 100) -> list[Any]:
             run = _lock_waiting(run_id, WaitKind.CHILDREN)
             if run is None:
                 continue
-            call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
-            facts = {"children": kids, "succeeded": sum(k["status"] == "succeeded" for k in kids),
-                     # A child that completed with exceptions did not do all its work.
-                     "with_exceptions": sum(k["status"] == RunStatus.COMPLETED_WITH_EXCEPTIONS
-                                            for k in kids),
-                     "failed": sum(k["status"] not in COMPLETED for k in kids)}
-            summary = (f"{facts['succeeded']} of {len(kids)} child runs succeeded"
-                       + (f", {facts['with_exceptions']} completed with exceptions"
-                          if facts["with_exceptions"] else ""))
-            events = [result_event(call.tool_call_id, status="succeeded", facts=facts,
-                                   summary=summary)]
-            trouble = _children_trouble(kids)
-            if trouble:
-                events.append(NewEvent(EventType.CHILDREN_ENDED, {
-                    "tool_call_id": call.tool_call_id, "children": trouble},
-                    tool_call_id=call.tool_call_id))
-            _wake(run, events, [_call_succeeded(call, facts, summary)], why="children")
+            _children_done(run, kids)
         _enqueue(run_id)
         woken.append(run_id)
     return woken
+
+
+def _children_done(run: Run, kids: list[dict[str, Any]]) -> None:
+    """Resolve the fan-out call with its children's outcomes; charge the parent what they spent."""
+    call = ToolCall.objects.get(tool_call_id=run.wait_data["tool_call_id"])
+    spent = children_spent(list(Run.objects.filter(pk__in=[k["id"] for k in kids])),
+                           run.wait_data.get("shares", []))
+    facts = {"children": kids, "succeeded": sum(k["status"] == "succeeded" for k in kids),
+             # A child that completed with exceptions did not do all its work.
+             "with_exceptions": sum(k["status"] == RunStatus.COMPLETED_WITH_EXCEPTIONS
+                                    for k in kids),
+             "failed": sum(k["status"] not in COMPLETED for k in kids), "budget": spent}
+    summary = (f"{facts['succeeded']} of {len(kids)} child runs succeeded"
+               + (f", {facts['with_exceptions']} completed with exceptions"
+                  if facts["with_exceptions"] else ""))
+    events = [result_event(call.tool_call_id, status="succeeded", facts=facts, summary=summary),
+              NewEvent(EventType.CHILDREN_SPENT, {"tool_call_id": call.tool_call_id, **spent},
+                       tool_call_id=call.tool_call_id)]
+    trouble = _children_trouble(kids)
+    if trouble:
+        events.append(NewEvent(EventType.CHILDREN_ENDED, {
+            "tool_call_id": call.tool_call_id, "children": trouble},
+            tool_call_id=call.tool_call_id))
+    used = spent["usage"]
+    # The projection of the state's usage, which the children.spent event raises alike.
+    fields = {"tokens_used": run.tokens_used + used["tokens"],
+              "model_calls": run.model_calls + used["model_calls"],
+              "tool_calls": run.tool_calls + used["tool_calls"],
+              "cost_micros": run.cost_micros + used["cost_micros"]}
+    _wake(run, events, [_call_succeeded(call, facts, summary)], why="children", fields=fields)
 
 
 def _children(call_id: str) -> list[dict[str, Any]]:
@@ -224,13 +245,15 @@ def _children_trouble(kids: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _spawn(run: Run, call: ToolCall, children: list[dict[str, Any]]) -> list[str]:
+def _spawn(run: Run, call: ToolCall, children: list[dict[str, Any]],
+           shares: list[dict[str, Any]]) -> list[str]:
     ids = []
-    for i, child in enumerate(children):
+    for i, (child, share) in enumerate(zip(children, shares)):
         # Keyed by the parking call and position: a re-run of the tool finds the same
         # children, so a finished sibling is never started again.
         kid = run_start(agent=child["agent"], goal=child["goal"], input=child.get("input"),
-                        parent=run, idempotency_key=f"{call.tool_call_id}:child:{i}")
+                        parent=run, idempotency_key=f"{call.tool_call_id}:child:{i}",
+                        share=share)
         ids.append(str(kid.pk))
     return ids
 
@@ -253,11 +276,12 @@ def _lock_waiting(run_id: Any, kind: str) -> Run | None:
     return run
 
 
-def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str) -> None:
+def _wake(run: Run, events: list[NewEvent], writes: list[Writer], *, why: str,
+          fields: dict[str, Any] | None = None) -> None:
     ended = NewEvent(EventType.WAIT_ENDED, {"kind": run.wait_kind, "why": why,
                                             "waited_s": waited_s(run)})
     run_transition(run, RunStatus.QUEUED, reason=f"wait_{why}", events=[*events, ended],
-                   expected_version=run.version, also=writes)
+                   expected_version=run.version, also=writes, fields=fields)
 
 
 def _enqueue(run_id: Any) -> None:
