@@ -20,7 +20,6 @@ from approvals.errors import ActionNotApplicable
 from approvals.statuses import ApprovalStatus
 from approvals.transition import approvals_close_pending
 from runs.engine.runtime.events import NewEvent
-from runs.engine.runtime.snapshots import load_state
 from runs.event_types import EventType
 from runs.errors import UnknownAgent
 from runs.models import Run
@@ -132,7 +131,8 @@ def edit_refusal(run: Run) -> str:
     if run.status == RunStatus.WAITING and run.wait_kind == WaitKind.CHILDREN:
         return ("the run waits for its child runs, which work on its current step; edit "
                 "the plan once they are done, or terminate")
-    if not plan_remaining(load_state(run.pk)):
+    # The projection's counts (no query: the console asks this for every button it shows).
+    if run.steps_total <= run.steps_done:
         return "this run has no plan steps left to edit (none, or all done)"
     return ""
 
@@ -145,6 +145,9 @@ def run_edit_plan(*, run: Run, actor: Any, reason: str,
         refusal = edit_refusal(run)
         if refusal:
             raise ActionNotApplicable(refusal, status=run.status)
+        if not plan_remaining(state):
+            raise ActionNotApplicable("this run has no plan steps left to edit (none, or all "
+                                      "done)", status=run.status)
         edit = plan_edit_build(run=run, state=state, steps=steps)
         events: list[NewEvent] = []
         also: list[Callable[[], Any]] = []

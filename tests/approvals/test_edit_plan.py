@@ -134,3 +134,23 @@ def test_a_support_user_may_not_edit_a_plan(engine, users):
     assert response.status_code == 403
     run.refresh_from_db()
     assert run.plan_version == 1 and not Intervention.objects.filter(run=run).exists()
+
+
+def test_the_api_previews_the_diff_before_anyone_presses(engine, users):
+    run = _blocked()
+    client = client_for(users["operator"])
+    response = client.post(f"/api/runs/{run.pk}/actions/preview",
+                           {"action": "edit_plan", "params": {"steps": [
+                               {"key": "ship", "instructions": "by courier"}]}},
+                           content_type="application/json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["refusal"] == "" and body["confirm"] == ""
+    assert [(d["step"], d["change"]) for d in body["diff"]] == [("ship", "edited"),
+                                                              ("check", "removed")]
+    run.refresh_from_db()
+    assert run.status == "blocked" and run.plan_version == 1  # a preview changes nothing
+    viewer = client_for(users["viewer"]).post(
+        f"/api/runs/{run.pk}/actions/preview", {"action": "edit_plan", "params": {}},
+        content_type="application/json").json()
+    assert "operator" in viewer["refusal"] and viewer["diff"] == []

@@ -63,3 +63,18 @@ def test_restart_over_the_api_keeps_the_original_input(engine, users):
     new = Run.objects.get(pk=done.json()["changes"]["restarted_as"])
     assert new.input == run.input and done.json()["changes"]["edited_input"] is False
     assert done.json()["run"]["status"] == "cancelled"
+    linked = client.get(f"/api/runs/{new.pk}").json()
+    assert linked["restarted_from_id"] == str(run.pk)
+
+
+def test_the_api_preview_lists_what_a_restart_repeats(engine, users):
+    run = blocked_run("rsp")
+    body = client_for(users["operator"]).post(
+        f"/api/runs/{run.pk}/actions/preview", {"action": "restart", "params": {}},
+        content_type="application/json").json()
+    assert body["confirm"] == "restart"
+    lines = {line["tool"]: line for line in body["calls"]}
+    assert lines["reserve"]["effect_class"] == "idempotent"
+    assert lines["reserve"]["consequence"]["may_repeat"] is True
+    assert lines["reserve"]["consequence"]["key"] == "new"
+    assert not Run.objects.filter(restarted_from=run).exists()
