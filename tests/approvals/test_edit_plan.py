@@ -154,3 +154,26 @@ def test_the_api_previews_the_diff_before_anyone_presses(engine, users):
         f"/api/runs/{run.pk}/actions/preview", {"action": "edit_plan", "params": {}},
         content_type="application/json").json()
     assert "operator" in viewer["refusal"] and viewer["diff"] == []
+
+
+def test_editing_a_run_waiting_for_approval_closes_the_approval(engine, users):
+    from approvals.models import Approval
+    from tests.approvals.conftest import approval_run
+
+    run = approval_run("edw")
+    pay = ToolCall.objects.get(run=run, tool="pay")
+    lines = client_for(users["operator"]).post(
+        f"/api/runs/{run.pk}/actions/preview",
+        {"action": "edit_plan", "params": {"steps": [{"key": "s", "instructions": "no pay"}]}},
+        content_type="application/json").json()["calls"]
+    assert [(ln["tool"], ln["will"]) for ln in lines] == [("pay", "cancelled, never runs")]
+    done = client_for(users["operator"]).post(
+        f"/api/runs/{run.pk}/actions",
+        {"action": "edit_plan", "reason": "do not pay bob",
+         "params": {"steps": [{"key": "s", "instructions": "no pay"}]}},
+        content_type="application/json")
+    assert done.status_code == 200, done.content
+    pay.refresh_from_db()
+    assert pay.status == "cancelled"
+    assert Approval.objects.get(tool_call=pay).status == "stale"
+    assert drive(run) == "succeeded" and world.count("pay") == 0
