@@ -35,6 +35,8 @@ class StepSpec:
         output_schema: a JSON schema the model's final answer (a JSON object) must fit.
         allow_rejection: a person rejecting a required tool ends the step (the run then
             finishes "completed with exceptions"); by default the run blocks instead.
+        optional: declared but not in the plan a run starts with; an operator may add it
+            when editing a run's plan (the ``edit_plan`` action).
     """
 
     key: str
@@ -46,6 +48,7 @@ class StepSpec:
     requires_facts: tuple[str, ...] = ()
     output_schema: dict[str, Any] | None = None
     allow_rejection: bool = False
+    optional: bool = False
 
     def completion(self) -> dict[str, Any]:
         """Return the declared completion as stored in events ({} when none is declared)."""
@@ -118,6 +121,7 @@ class Agent:
             raise ValueError(f"agent {self.name}: duplicate tool names in {names}")
         if self.plan is not None:
             _check_dag(self.name, [s.as_json() for s in self.plan])
+            _check_dag(self.name, [s.as_json() for s in self.plan if not s.optional])
             _check_completion(self.name, self.plan, set(names))
             unknown = sorted({n for s in self.plan for n in s.tools} - set(names))
             if unknown:

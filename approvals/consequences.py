@@ -24,8 +24,8 @@ KIND_WORDS = {"read": "read", "idempotent": "idempotent write (keyed)",
               "irreversible": "irreversible write (no key, probe or compensation)"}
 
 # What an action does to a call, by the call's situation.
-RERUN, CANCEL, STAND, COMPENSATE, TICK, RECORD, REDO = (
-    "rerun", "cancel", "stand", "compensate", "tick", "record", "redo")
+RERUN, CANCEL, STAND, COMPENSATE, TICK, RECORD, REDO, REPEAT = (
+    "rerun", "cancel", "stand", "compensate", "tick", "record", "redo", "repeat")
 THENS = ("hold", "terminate", "resume")  # what a rollback does once it restored the run
 
 
@@ -79,6 +79,9 @@ FATES: dict[str, dict[str, str]] = {
     "terminate": {"open": CANCEL, "unknown": STAND, "done": STAND},
     "rollback": {"open": CANCEL, "unknown": TICK, "done": COMPENSATE},
     "rollback_terminate": {"open": CANCEL, "unknown": TICK, "done": COMPENSATE},
+    "edit_plan": {"open": CANCEL, "done": STAND},
+    # A restart is a new run with its own keys: what this run made, it makes again.
+    "restart": {"unknown": REPEAT, "done": REPEAT, "undone": REDO},
 }
 
 
@@ -173,8 +176,22 @@ def _redo(t: Traits, situation: str, then: str) -> Consequence:
                        "(a new key)", key="new")
 
 
+def _repeat(t: Traits, situation: str, then: str) -> Consequence:
+    if not t.write:
+        return Consequence(REPEAT, "the new run reads it again", calls_tool=True)
+    undo = " (Roll back first to undo it here)" if t.compensable else ""
+    if situation == "unknown":
+        return Consequence(REPEAT, "may have happened in this run; the new run makes it again "
+                           f"with a new key: if it did happen, this may {doing(t.tool)} a "
+                           "second time", calls_tool=True, key="new", may_repeat=True,
+                           stands=True)
+    return Consequence(REPEAT, "happened in this run and stays done; the new run makes it "
+                       f"again with a new key, so it may {doing(t.tool)} a second time{undo}",
+                       calls_tool=True, key="new", may_repeat=True, stands=True)
+
+
 _BY_FATE = {RERUN: _rerun, CANCEL: _cancel, STAND: _stand, COMPENSATE: _compensate,
-            TICK: _tick, RECORD: _record, REDO: _redo}
+            TICK: _tick, RECORD: _record, REDO: _redo, REPEAT: _repeat}
 
 # Canonical declarations of each class, for the docs' table.
 CANONICAL = {"read": Traits("lookup", write=False),

@@ -23,6 +23,8 @@ from runs.models import BudgetPolicy
 from runs.schemas import (
     ActionIn,
     ActionOut,
+    ActionPreviewIn,
+    ActionPreviewOut,
     BudgetPolicyCreateIn,
     BudgetPolicyIn,
     BudgetPolicyOut,
@@ -191,6 +193,21 @@ def send_signal(request: HttpRequest, run_id: uuid.UUID, body: SignalIn):
     api_auth.operator(request)
     return run_signal(run=sel.run_get(run_id=run_id), name=body.name, payload=body.payload,
                       key=body.key)
+
+
+@router.post("/{run_id}/actions/preview", response=ActionPreviewOut,
+             summary="Preview an action on a run")
+def preview_action(request: HttpRequest, run_id: uuid.UUID, body: ActionPreviewIn) -> dict:
+    """Say what an action would do (its dialog's lines and plan diff), or why it is refused."""
+    api_auth.viewer(request)
+    action, run = RUN_ACTIONS[body.action], sel.run_get(run_id=run_id)
+    params = body.params.model_dump(exclude_unset=True)
+    refusal = action.refusal(request.auth, run)
+    rule = None if refusal else action.confirmation(run, **params)
+    return {"action": body.action, "refusal": refusal,
+            "calls": [] if refusal else action.preview(run, **params),
+            "diff": [] if refusal else action.diff(run, **params),
+            "confirm": rule.word if rule is not None else ""}
 
 
 @router.post("/{run_id}/actions", response=ActionOut, summary="Act on a run")

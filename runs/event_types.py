@@ -28,6 +28,7 @@ class EventType(models.TextChoices):
     RUN_FORKED = "run.forked"
     RUN_FINISHED_PARTIAL = "run.finished_partial"  # an operator ended it with partial results
     PLAN_ACCEPTED = "plan.accepted"
+    PLAN_EDITED = "plan.edited"  # a person changed the steps not done yet
     STEP_STARTED = "step.started"
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"
@@ -77,7 +78,8 @@ EVENT_LABELS: dict[str, str] = {
     E.RUN_BUDGET_RAISED: "Budget raised", E.RUN_CANCELLED: "Cancelled",
     E.RUN_COMPLETED: "Completed", E.RUN_FORKED: "Forked",
     E.RUN_FINISHED_PARTIAL: "Finished with partial results",
-    E.PLAN_ACCEPTED: "Plan accepted", E.STEP_STARTED: "Step started",
+    E.PLAN_ACCEPTED: "Plan accepted", E.PLAN_EDITED: "Plan edited by a person",
+    E.STEP_STARTED: "Step started",
     E.STEP_COMPLETED: "Step completed", E.STEP_FAILED: "Step failed",
     E.STEP_RETRYING: "Step retrying", E.STEP_SKIPPED: "Step skipped",
     E.STEP_RESET: "Step reset", E.STEP_INCOMPLETE: "Step not completed",

@@ -105,6 +105,8 @@ class RunOut(RunSummaryOut):
     parent_id: uuid.UUID | None
     forked_from_id: uuid.UUID | None
     forked_at_seq: int | None
+    restarted_from_id: uuid.UUID | None = Field(
+        None, description="the run this one restarted from its input (it ended 'restarted as')")
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     exceptions: list[RunExceptionOut] = Field(
@@ -276,11 +278,16 @@ class _ActionInBase(StrictIn):
     confirm: str = _CONFIRM
 
 
-def _action_in(action: Any) -> type[Schema]:
+class _PreviewInBase(StrictIn):
+    pass
+
+
+def _action_in(action: Any, base: type[Schema] = _ActionInBase,
+               suffix: str = "ActionIn") -> type[Schema]:
     """Return the request body of one action: its verb, a reason and its own params schema."""
     camel = "".join(w.capitalize() for w in action.verb.split("_"))
     return create_model(
-        f"{camel}ActionIn", __base__=_ActionInBase, __doc__=f"{action.label}: {action.help}",
+        f"{camel}{suffix}", __base__=base, __doc__=f"{action.label}: {action.help}",
         action=(Literal[action.verb], ...),
         params=(action.params, Field(default_factory=action.params,
                                      description=action.params.__doc__ or "")))
@@ -289,6 +296,20 @@ def _action_in(action: Any) -> type[Schema]:
 # One body per action, told apart by ``action``: OpenAPI shows each action's own params.
 ActionIn = Annotated[Union[tuple(_action_in(a) for a in RUN_ACTIONS.values())],  # noqa: UP007
                      Field(discriminator="action")]
+# The same bodies without reason or confirmation: what the action would do, before pressing.
+ActionPreviewIn = Annotated[Union[tuple(_action_in(a, _PreviewInBase, "PreviewIn")  # noqa: UP007
+                                        for a in RUN_ACTIONS.values())],
+                            Field(discriminator="action")]
+
+
+class ActionPreviewOut(Schema):
+    """What an action would do to this run: refused (why), or its lines, plan diff and word."""
+
+    action: str
+    refusal: str
+    calls: list[dict[str, Any]]
+    diff: list[dict[str, Any]]
+    confirm: str = Field(description="the word to type in ``confirm`` (\"\": none needed)")
 
 
 class BulkActionIn(StrictIn):

@@ -123,6 +123,18 @@ class Action:
         """Return the tool calls this action will cause to run (or undo), with effect class."""
         return []
 
+    def diff(self, target: Any, **params: Any) -> list[dict[str, Any]]:
+        """Return what the action changes in the run's plan, step by step ([]: nothing)."""
+        return []
+
+    def form_initial(self, target: Any) -> dict[str, str]:
+        """Return the dialog's starting text per field (beyond a field's ``initial``)."""
+        return {}
+
+    def form_hint(self, target: Any) -> str:
+        """Return one line the dialog shows beside the fields ("" for none)."""
+        return ""
+
     def confirmation(self, target: Any, **params: Any) -> Typed | None:
         """Return what a person must type before this runs (None: a click is enough).
 

@@ -3,7 +3,8 @@
 The API validates a request's ``params`` with it (and OpenAPI shows it); the console dialog
 renders its fields and parses the posted form with it. A field's ``json_schema_extra`` says
 how the dialog shows it: ``widget`` is ``number``, ``text``, ``json``, ``checkpoint`` (a
-snapshot picker), ``choice`` (a select of ``choices``), ``ticks`` (check boxes in the preview table) or ``hidden`` (API only);
+snapshot picker), ``choice`` (a select of ``choices``), ``ticks`` (check boxes in the preview table), ``plan``
+(one "key: instructions" line per step, parsed by ``plan_lines``) or ``hidden`` (API only);
 ``initial`` names the Run attribute that pre-fills it.
 """
 from __future__ import annotations
@@ -92,7 +93,9 @@ def params_from_form(verb: str, schema: type[ActionParams], data: Any) -> dict[s
         text = (data.get(f.name) or "").strip()
         if not text:
             continue
-        if f.widget == "json":
+        if f.widget == "plan":
+            raw[f.name] = plan_lines(text)
+        elif f.widget == "json":
             try:
                 raw[f.name] = json.loads(text)
             except json.JSONDecodeError as exc:
@@ -101,3 +104,14 @@ def params_from_form(verb: str, schema: type[ActionParams], data: Any) -> dict[s
         else:
             raw[f.name] = text
     return params_validate(verb, schema, raw, lax=True)  # form values are text
+
+
+def plan_lines(text: str) -> list[dict[str, Any]]:
+    """Parse a plan typed as one "key: instructions" line per step (instructions optional)."""
+    steps = []
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        if not key.strip():
+            continue
+        steps.append({"key": key.strip(), **({"instructions": rest.strip()} if sep else {})})
+    return steps

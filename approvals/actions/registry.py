@@ -13,10 +13,12 @@ from approvals.actions import (
     approve,
     confirm,
     edit_args,
+    edit_plan,
     finish_partial,
     fork_deployed,
     raise_budget,
     reject,
+    restart,
     resume,
     retry,
     rollback,
@@ -31,7 +33,8 @@ from approvals.errors import UnknownAction
 ACTIONS: dict[str, Action] = {a.verb: a for a in (
     raise_budget.ACTION, resume.ACTION, retry.ACTION, skip.ACTION,
     confirm.CONFIRM_EXECUTED, confirm.CONFIRM_NOT_EXECUTED, fork_deployed.ACTION, wake.ACTION,
-    rollback.ACTION, rollback.TERMINATE, finish_partial.ACTION, terminate.ACTION, approve.ACTION, reject.ACTION,
+    edit_plan.ACTION, rollback.ACTION, rollback.TERMINATE, restart.ACTION, finish_partial.ACTION,
+    terminate.ACTION, approve.ACTION, reject.ACTION,
     edit_args.ACTION,
 )}
 RUN_ACTIONS = {v: a for v, a in ACTIONS.items() if a.target == "run"}

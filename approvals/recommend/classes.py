@@ -97,13 +97,13 @@ TABLE: dict[FailureClass, Row] = {
                           "the model kept answering in a form we cannot use (broken tool "
                           "arguments or a cut-off reply); nothing was called",
                           retry_means="asks the model again with a fresh repair budget"),
-    F.LOOP: Row("skip", ("retry", "terminate"),
+    F.LOOP: Row("skip", ("retry", "edit_plan", "terminate"),
                 "the agent asked for the same call again and again without progress",
                 retry_means="asks the model again with fresh loop guards"),
-    F.STALL: Row("skip", ("retry", "terminate"),
+    F.STALL: Row("skip", ("retry", "edit_plan", "terminate"),
                  "several rounds went by without new facts",
                  retry_means="asks the model again with fresh guards"),
-    F.TURN_LIMIT: Row("skip", ("retry", "terminate"),
+    F.TURN_LIMIT: Row("skip", ("retry", "edit_plan", "terminate"),
                       "the step used every model turn its agent allows without finishing",
                       retry_means="gives the step a fresh allowance of model turns"),
     F.PERMISSION: Row("retry", ("terminate", "skip"),
@@ -113,10 +113,10 @@ TABLE: dict[FailureClass, Row] = {
                        "the tool's backend refused our credentials (API key or token); every "
                        "call is refused until someone fixes them: fix the credential, then "
                        "retry"),
-    F.NOT_FOUND: Row("terminate", ("skip", "retry"),
+    F.NOT_FOUND: Row("terminate", ("restart", "skip", "retry"),
                      "the tool says what it was asked for does not exist, so the run's input "
-                     "(or what the model asked for) is likely wrong: terminate and start again "
-                     "with a corrected input, or skip the step if it is optional",
+                     "(or what the model asked for) is likely wrong: terminate, or restart "
+                     "from a corrected input, or skip the step if it is optional",
                      retry_can_help=False),
     F.BAD_REQUEST: Row("terminate", ("retry", "skip"),
                        "the tool's backend refused the request as invalid: the arguments, or "

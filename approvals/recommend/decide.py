@@ -128,12 +128,26 @@ def _weigh_progress(sit: Situation, row: Row, rec: Recommendation) -> Recommenda
         return Recommendation("retry", f"{rec.why}; most of the work is done "
                               f"({sit.progress:.0%}), so resume rather than restart", rest)
     restartable = (F.LOOP, F.STALL, F.TURN_LIMIT, F.RECOVERY_LIMIT, F.FAILURE_BUDGET)
-    if (rec.action in ("skip", "retry") and sit.failure in restartable
-            and sit.progress < LITTLE_DONE and sit.total):
+    little = sit.progress < LITTLE_DONE and sit.total
+    if rec.action in ("skip", "retry") and sit.failure in restartable and little:
         rest = _dedupe((rec.action, *(a for a in rec.alternatives if a != "terminate")))
-        return Recommendation("terminate", f"{rec.why}; little is done yet "
-                              f"({sit.progress:.0%}), restarting is cheap", rest)
+        return _restart_cheaply(sit, Recommendation(
+            "terminate", f"{rec.why}; little is done yet ({sit.progress:.0%}), restarting "
+            "is cheap", rest))
+    if rec.action == "terminate" and sit.failure == F.NOT_FOUND and little:
+        return _restart_cheaply(sit, replace(rec, why=f"{rec.why}; little is done yet "
+                                             f"({sit.progress:.0%})"))
     return rec
+
+
+def _restart_cheaply(sit: Situation, rec: Recommendation) -> Recommendation:
+    """Recommend Restart from input over Terminate when no write this run made would repeat."""
+    if sit.standing_writes or sit.compensable_done or sit.step_writes_done:
+        return rec  # a restart would make them again: the dialog lists them if pressed
+    rest = _dedupe(("terminate", *(a for a in rec.alternatives if a != "restart")))
+    return Recommendation("restart", f"{rec.why}: Restart from input starts the task again "
+                          "as a new run (correct its input in the dialog) and ends this one; "
+                          "no write of this run would be made again", rest)
 
 
 def _note_retry(sit: Situation, row: Row, rec: Recommendation) -> Recommendation:

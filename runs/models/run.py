@@ -72,6 +72,9 @@ class Run(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
     )
     forked_at_seq = models.BigIntegerField(null=True, blank=True)
+    restarted_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="restarts",
+        help_text="the run this one restarted from its input (that one ended 'restarted as')")
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     request_hash = models.CharField(max_length=64, blank=True)
     created_by = models.ForeignKey(

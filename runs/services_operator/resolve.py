@@ -44,7 +44,7 @@ def run_retry(*, run: Run, actor: Any, reason: str = "") -> dict[str, Any]:
             events.append(NewEvent(EventType.STEP_RESET, {"step": step, "by": who, "reason": reason},
                                    actor=who))
             _reopen_failed(run, state, events, also, changes)
-            changes["closed"] = _close_open(run, state, step, events, also,
+            changes["closed"] = close_open_calls(run, state, step, events, also,
                                             "not run: the operator retried the step")
             changes["approvals_requested"] = _rerequest_approvals(run, state, step, also)
         requeue(run, state, events, reason="operator_retry", actor=who, detail=reason, also=also)
@@ -66,7 +66,7 @@ def _reopen_failed(run: Run, state: dict[str, Any], events: list[NewEvent],
     changes["reopened"].append(call.tool_call_id)
 
 
-def _close_open(run: Run, state: dict[str, Any], step: str, events: list[NewEvent],
+def close_open_calls(run: Run, state: dict[str, Any], step: str, events: list[NewEvent],
                 also: list[Callable[[], Any]], message: str,
                 cancel_rows: bool = False) -> list[str]:
     """Close the step's open calls that will not run (no ledger row, or cancelled rows)."""
@@ -118,7 +118,7 @@ def run_skip(*, run: Run, actor: Any, reason: str = "", output: dict[str, Any] |
             raise ActionNotApplicable(f"step {step} is already {state['steps'][step]['status']}")
         events: list[NewEvent] = []
         also: list[Callable[[], Any]] = []
-        closed = _close_open(run, state, step, events, also, "not run: the step was skipped",
+        closed = close_open_calls(run, state, step, events, also, "not run: the step was skipped",
                              cancel_rows=True)
         events.append(NewEvent(EventType.STEP_SKIPPED, {"step": step, "by": who, "reason": reason,
                                                 "output": {

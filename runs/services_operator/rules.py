@@ -20,6 +20,8 @@ RESUME = (RunStatus.BLOCKED,)
 CONFIRM = (RunStatus.UNKNOWN,)
 ROLLBACK = (RunStatus.BLOCKED, RunStatus.UNKNOWN)
 FINISH = (RunStatus.BLOCKED, RunStatus.UNKNOWN, RunStatus.WAITING)  # finish with partial results
+EDIT_PLAN = (RunStatus.BLOCKED, RunStatus.WAITING)  # edit the steps not done yet
+RESTART = (RunStatus.BLOCKED, RunStatus.UNKNOWN, RunStatus.WAITING)  # a new run from the input
 LIVE = tuple(s for s in RunStatus if s not in TERMINAL)  # terminate, raise budget
 
 

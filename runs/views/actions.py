@@ -1,6 +1,7 @@
 """Operator actions on one run: a confirm step (GET) and the action itself (POST)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -14,7 +15,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from agentops.errors import AgentOpsError, InvalidInput
 from approvals.actions import RUN_ACTIONS
 from approvals.actions.base import Action
-from approvals.actions.params import params_fields, params_from_form
+from approvals.actions.params import params_fields, params_from_form, plan_lines
 from approvals.confirmation import Typed
 from approvals.forms import ReasonForm, reason_error
 from approvals.roles import can_operate, can_see_results
@@ -53,12 +54,28 @@ def _preview_params(action: Action, request: HttpRequest, run: Any,
             picked = [v for v in data.getlist(f.name) if v in f.choices]
             if picked:
                 chosen[f.name] = picked[0]
+        elif f.widget == "plan" and (data.get(f.name) or "").strip():
+            chosen[f.name] = plan_lines(data[f.name])  # the diff shows the edit typed so far
     return chosen
 
 
 def _fields(action: Action, run: Any) -> list[dict[str, Any]]:
-    return [{"f": f, "initial": getattr(run, f.initial, None) if f.initial else None}
+    texts = action.form_initial(run)
+    return [{"f": f, "initial": texts.get(f.name, _initial(run, f.initial))}
             for f in params_fields(action.params)]
+
+
+def _initial(run: Any, name: str) -> Any:
+    value = getattr(run, name, None) if name else None
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
+
+
+def _typed_so_far(request: HttpRequest, fields: list[dict[str, Any]]) -> dict[str, str]:
+    """Return what was typed before the dialog re-rendered (a new checkpoint, a plan preview)."""
+    if request.method != "GET":
+        return {}
+    names = ["reason", *(x["f"].name for x in fields if x["f"].widget in ("plan", "json"))]
+    return {n: request.GET[n][:8000] for n in names if request.GET.get(n)}
 
 
 def _typed(action: Action, run: Any, params: dict[str, Any]) -> Typed | None:
@@ -83,15 +100,15 @@ def _confirm_context(request: HttpRequest, detail: sel.RunDetail, action: Action
                "points": points, "confirm_rule": _typed(action, run, chosen),
                "seen_seq": run.last_seq, "errors": [],
                # Picking another checkpoint re-renders the dialog: what was typed stays.
-               "form_data": {"reason": request.GET["reason"][:4000]}
-               if request.method == "GET" and request.GET.get("reason") else {},
+               "form_data": _typed_so_far(request, fields),
                "stuck": is_stuck(run.status),
                "then_next": (request.POST if request.method == "POST" else request.GET
                              ).get("then") == "next",
                "checkpoint": chosen.get("to_seq"), "chosen": chosen, "rerun": [],
-               "outlook": None}
+               "outlook": None, "diff": [], "hint": action.form_hint(run)}
     try:
         context["rerun"] = _dispatch.preview(verb, run=run, user=request.user, **chosen)
+        context["diff"] = action.diff(run, **chosen)
         if verb in ("skip", "rollback", "rollback_terminate"):
             context["outlook"] = action_outlook(run=run, verb=verb, to_seq=chosen.get("to_seq"))
     except AgentOpsError as exc:

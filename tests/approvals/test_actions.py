@@ -75,7 +75,7 @@ def test_action_by_role(engine, users, verb, role):
 
 def test_action_names_are_dotted_and_unique():
     names = [a.name for a in ACTIONS.values()]
-    assert len(set(names)) == len(names) == 15
+    assert len(set(names)) == len(names) == 17
     assert {n.split(".")[0] for n in names} == {"run", "approval"}
 
 

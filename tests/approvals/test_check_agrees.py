@@ -16,7 +16,8 @@ from runs.engine.runtime.events import NewEvent, event_append
 from runs.statuses import RunStatus
 from tests.console_factories import make_attention_run
 
-_PARAMS = {"rollback": {"to_seq": 1}, "rollback_terminate": {"to_seq": 1}, "raise_budget": {"tokens": 20_000}}
+_PARAMS = {"rollback": {"to_seq": 1}, "rollback_terminate": {"to_seq": 1}, "raise_budget": {"tokens": 20_000},
+           "edit_plan": {"steps": [{"key": "main"}]}}
 _CASES = [(s, "retry_exhausted", {}) for s in RunStatus] + [
     (RunStatus.BLOCKED, "budget_exhausted", {}),  # resumable: the budget allows it again
     (RunStatus.BLOCKED, "budget_exhausted", {"tokens_used": 10_000}),  # still spent

@@ -35,7 +35,9 @@ _PREFERRED = (RunStatus.BLOCKED, RunStatus.UNKNOWN, RunStatus.WAITING, RunStatus
 def _run_for(action) -> Run:
     """A run in a status the action declares, with a checkpoint to roll back to."""
     status = next(s for s in _PREFERRED if s in action.statuses)
-    run = make_attention_run(status, reason="budget_exhausted", recommended="")
+    # A restart starts the deployed version of the run's agent: one that is deployed.
+    agent = "support-returns" if action.verb == "restart" else "support-bot"
+    run = make_attention_run(status, reason="budget_exhausted", recommended="", agent=agent)
     Run.objects.filter(pk=run.pk).update(**_STATE.get(action.verb, {}))
     if action.verb == "rollback_terminate":  # offered only when a write can be undone
         make_tool_call(run, tool="refund", status="succeeded", effect="write",

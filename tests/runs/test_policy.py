@@ -24,7 +24,7 @@ PERSISTENT = [
     (le.ToolPermanent("order closed"), "tool", "blocked", "permanent_error", "skip"),
     (le.ToolPermissionDenied("no access"), "tool", "blocked", "permanent_error", "retry"),
     (le.ToolCredentialsRefused("401"), "tool", "blocked", "permanent_error", "retry"),
-    (le.ToolNotFound("no item x"), "tool", "blocked", "permanent_error", "terminate"),
+    (le.ToolNotFound("no item x"), "tool", "blocked", "permanent_error", "restart"),
     (le.ToolApiChanged("no price"), "tool", "blocked", "permanent_error", "retry"),
     (le.ToolRequestInvalid("422"), "tool", "blocked", "permanent_error", "terminate"),
 ]

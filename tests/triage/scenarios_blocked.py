@@ -31,19 +31,20 @@ def broken_arguments_again_after_a_retry():
 # --- loops -----------------------------------------------------------------------------------
 
 
-@scenario("blocked", "skip", ("retry", "rollback", "terminate"), "same call again")
+@scenario("blocked", "skip", ("retry", "edit_plan", "rollback", "terminate"), "same call again")
 def loop_on_the_last_read_step():
     return start("t-loop-last", {**reads("check"), "refund": [call("refund", order="A-1"),
                                                              say("refunded")],
                                  "track": polls()})
 
 
-@scenario("blocked", "terminate", ("skip", "retry"), "little is done yet")
+@scenario("blocked", "restart", ("terminate", "skip", "retry", "edit_plan"), "little is done yet",
+          "no write of this run would be made again")
 def loop_with_nothing_done_restarts():
     return start("t-loop-zero", {"track": polls()})
 
 
-@scenario("blocked", "rollback_terminate", ("terminate", "retry", "skip"),
+@scenario("blocked", "rollback_terminate", ("terminate", "retry", "edit_plan", "skip"),
           "skipping forgets the writes this step made (refund)",
           "Roll back and terminate undoes the 1 reversible write(s)")
 def loop_after_a_refund_in_the_same_step():
@@ -52,7 +53,8 @@ def loop_after_a_refund_in_the_same_step():
                                    "notify": [say("noted")]})
 
 
-@scenario("blocked", "terminate", ("retry", "skip"), "skipping runs refund: refund (idempotent)")
+@scenario("blocked", "terminate", ("retry", "edit_plan", "skip"),
+          "skipping runs refund: refund (idempotent)")
 def loop_before_a_refund_step_known_from_history():
     script = {**reads("check"), "track": [call("poll", ref="R-1")] + [stuck_or_done] * 9,
               "refund": [call("refund", order="A-1"), say("refunded")]}
@@ -60,7 +62,8 @@ def loop_before_a_refund_step_known_from_history():
     return start("t-loop-ahead", script, stuck=True)
 
 
-@scenario("blocked", "retry", ("terminate", "skip"), "fresh loop guards", "3 of 5 steps")
+@scenario("blocked", "retry", ("terminate", "edit_plan", "skip"), "fresh loop guards",
+          "3 of 5 steps")
 def loop_before_a_refund_when_most_is_done():
     script = {**reads("check", "quote", "verify"),
               "track": [call("poll", ref="R-1")] + [stuck_or_done] * 9,
@@ -69,13 +72,13 @@ def loop_before_a_refund_when_most_is_done():
     return start("t-loop-ahead-late", script, stuck=True)
 
 
-@scenario("blocked", "skip", ("retry", "terminate"), "same call again")
+@scenario("blocked", "skip", ("retry", "edit_plan", "terminate"), "same call again")
 def loop_midway_with_no_history_of_later_steps():
     return start("t-loop-nohist", {**reads("check"), "track": polls(),
                                    "close": [say("closed")]})
 
 
-@scenario("blocked", "skip", ("retry", "terminate"), "without new facts")
+@scenario("blocked", "skip", ("retry", "edit_plan", "terminate"), "without new facts")
 def stall_on_the_last_step():
     return start("t-stall", {**reads("a", "b"), "watch": polls(12, same=False)})
 
@@ -108,8 +111,8 @@ def permission_on_a_write_when_most_is_done():
                                  "notify": [call("email", to="c@example.com"), say("sent")]})
 
 
-@scenario("blocked", "terminate", ("retry", "skip"), "lookup says what it was asked for does "
-          "not exist", "start again with a corrected input")
+@scenario("blocked", "restart", ("terminate", "retry", "skip"), "lookup says what it was asked "
+          "for does not exist", "restart from a corrected input", "little is done yet (0%)")
 def not_found_with_a_refund_ahead():
     script = {**reads("check"), "refund": [call("refund", order="A-1"), say("refunded")]}
     assert start("t-notfound", script).status == "succeeded"

@@ -22,7 +22,7 @@ def credentials_refused_on_a_refund_after_an_email_went_out():
     return start("c-cred-refund", {**reads("check"), **NOTIFY, **REFUND})
 
 
-@scenario("blocked", "rollback_terminate", ("terminate", "skip", "retry"),
+@scenario("blocked", "rollback_terminate", ("terminate", "restart", "skip", "retry"),
           "lookup says what it was asked for does not exist",
           "Roll back and terminate undoes the 1 reversible write(s)")
 def not_found_on_a_read_after_a_refund_stands():

@@ -65,8 +65,8 @@ def carrier_refuses_our_api_key():
                                                            say("labelled")]})
 
 
-@scenario("blocked", "terminate", ("skip", "retry"), "lookup says what it was asked for does "
-          "not exist")
+@scenario("blocked", "restart", ("terminate", "skip", "retry"), "lookup says what it was asked "
+          "for does not exist", "Restart from input starts the task again")
 def order_lookup_answers_404():
     world.fail_next["lookup"] = [_http(404)]
     return start("t-http-404", {"check": [call("lookup", order="A-404"), say("checked")]})

@@ -120,7 +120,7 @@ def workers_died_halfway():
     return _worker_died_too_often(run)
 
 
-@scenario("blocked", "terminate", ("retry",), "little is done yet")
+@scenario("blocked", "restart", ("terminate", "retry"), "little is done yet")
 def workers_died_at_the_start():
     world.fail_next["poll"] = [le.ToolRateLimited("429", next_retry_delay=3600)]
     run = start("t-recovery-early", {"track": [call("poll", ref="R-1"), say("ok")],

@@ -34,9 +34,10 @@ STANDING = {"nothing": (0, ()), "a refund": (1, ()), "an email": (0, ("email",))
 PROBES = {"no probe": Evidence(),
           "probe found another amount": Evidence(probe="different",
                                                  differs=(("amount", "120", "210"),))}
-ENDS = ("terminate", "rollback_terminate", "finish_partial")  # the run stops short of its goal
+# The run stops short of its goal (a restart ends it and starts a new one that repeats it).
+ENDS = ("terminate", "rollback_terminate", "finish_partial", "restart")
 # Actions whose preview lists every write that happened, with what becomes of it.
-PREVIEW_NAMES_DONE_WRITES = ("terminate", "rollback", "rollback_terminate")
+PREVIEW_NAMES_DONE_WRITES = ("terminate", "rollback", "rollback_terminate", "restart")
 
 
 def cells() -> list[tuple[Situation, str]]:

@@ -67,7 +67,8 @@ def test_a_rate_limited_wait_says_why_until_when_and_can_be_woken_now():
     html = _panel(run, op)
     assert "No action needed: it retries by itself" in html
     assert "retry poll after rate_limited" in html and "UTC" in html
-    assert [v for _, v in _buttons(html)] == ["wake", "terminate", "finish_partial"]
+    assert [v for _, v in _buttons(html)] == ["wake", "terminate", "edit_plan", "restart",
+                                            "finish_partial"]
     assert _press(run, op, "wake").status_code == 302
     run.refresh_from_db()
     assert run.status == "queued"

@@ -152,6 +152,8 @@ def _current(state: dict[str, Any]) -> str:
     turns = state["steps"].get(key, {}).get("turns", 0)
     text = (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
             f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
+    if step.get("instructions"):
+        text += f"\n## Step instructions (set by a person)\n{step['instructions']}"
     missing = state["steps"].get(key, {}).get("missing")
     if missing:
         done = step.get("completion") or {}

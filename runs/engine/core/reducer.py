@@ -130,6 +130,19 @@ def _plan(state: State, d: dict[str, Any], e: Event) -> None:
         _step(state, s["key"])
 
 
+@_on(EventType.PLAN_EDITED)
+def _plan_edited(state: State, d: dict[str, Any], e: Event) -> None:
+    # A person's edit: the steps not done yet, in their new order (done ones keep theirs).
+    state["plan_version"] = d["plan_version"]
+    state["plan"] = [dict(s, depends_on=list(s.get("depends_on", []))) for s in d["steps"]]
+    for key in d.get("removed", []):
+        state["steps"].pop(key, None)
+    for s in state["plan"]:
+        _step(state, s["key"])
+    # The engine picks the next step in the new order; no edited step is running.
+    state["current_step"] = None
+
+
 @_on(EventType.STEP_STARTED)
 def _step_started(state: State, d: dict[str, Any], e: Event) -> None:
     _step(state, d["step"])["status"] = "running"

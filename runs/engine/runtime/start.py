@@ -27,14 +27,14 @@ _BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
 
 def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
               budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
-              actor: Any = None, parent: Run | None = None,
-              constraints: list[str] | None = None, enqueue: bool = True,
-              share: dict[str, Any] | None = None) -> Run:
+              actor: Any = None, parent: Run | None = None, constraints: list[str] | None = None,
+              enqueue: bool = True, share: dict[str, Any] | None = None,
+              restarted_from: Run | None = None) -> Run:
     """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
 
     The same ``idempotency_key`` returns the same run; with a different body it raises
-    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (``--inline``
-    runs it in its own process). ``share``: a child's share of its parent's budget.
+    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (``--inline``);
+    ``share``: a child's share of its parent's budget; ``restarted_from``: the restarted run.
     """
     definition = registry.get(agent)
     payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
@@ -50,12 +50,13 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
             run = Run.objects.create(
                 agent_name=agent, agent_version=definition.version, goal=goal,
                 input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
-                created_by=actor if getattr(actor, "pk", None) else None, parent=parent, **fields)
+                created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
+                restarted_from=restarted_from, **fields)
             plan = _steps_create(run, definition)
             event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
                 "agent": agent, "version": definition.version, "goal": goal,
                 "input": input or {}, "constraints": constraints or [], "plan": plan,
-                "parent": str(parent.pk) if parent else None,
+                **_links(parent, restarted_from),
                 **({"budget_share": share} if share else {}),
             }, actor=actor_name(actor))], fields={"steps_total": len(plan)})
             if enqueue:
@@ -67,9 +68,17 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     return run
 
 
+def _links(parent: Run | None, restarted_from: Run | None) -> dict[str, Any]:
+    """Return the run.created fields naming the runs this one hangs off."""
+    out: dict[str, Any] = {"parent": str(parent.pk) if parent else None}
+    if restarted_from is not None:
+        out["restarted_from"] = str(restarted_from.pk)
+    return out
+
+
 def _steps_create(run: Run, definition: Any) -> list[dict[str, Any]]:
     """Insert the run's planned steps; return the plan as JSON (for run.created)."""
-    plan = [s.as_json() for s in definition.plan] if definition.plan is not None else []
+    plan = [s.as_json() for s in definition.plan or () if not s.optional]
     Step.objects.bulk_create([Step(run=run, key=s["key"], position=i, title=s["title"],
                                    depends_on=s["depends_on"], input=s["input"])
                               for i, s in enumerate(plan)])

@@ -63,6 +63,7 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
     before them (``step_statuses``); each move is checked against the step transition table.
     """
     plans = [e for e in events if e.type == EventType.PLAN_ACCEPTED]
+    edits = [e for e in events if e.type == EventType.PLAN_EDITED]
     current = dict(before or {})
     changes: dict[str, dict[str, Any]] = {}
     now = clock.now()
@@ -75,6 +76,8 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
         _step_fields(fields, e, state["steps"].get(key, {}), now)
     updates = [RowsUpdate(Step, {"run_id": run_id, "key": key}, fields)
                for key, fields in changes.items()]
+    if edits:
+        updates = [*updates, *(_plan_rows_edit(run_id, e) for e in edits)]
     if not plans:
         return updates
 
@@ -89,3 +92,19 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
             update()
 
     return [write]
+
+
+def _plan_rows_edit(run_id: Any, edit: NewEvent) -> Callable[[], Any]:
+    """Return the writer that makes the Step rows follow an edited plan (statuses untouched)."""
+    def write() -> None:
+        Step.objects.filter(run_id=run_id, key__in=edit.data.get("removed", [])).delete()
+        rows = {r.key: r for r in Step.objects.filter(run_id=run_id)}
+        for i, s in enumerate(edit.data["steps"]):
+            values = {"position": i, "title": s.get("title", s["key"]),
+                      "depends_on": s.get("depends_on", []), "input": s.get("input", {})}
+            if s["key"] in rows:
+                Step.objects.filter(pk=rows[s["key"]].pk).update(**values)
+            else:
+                Step.objects.create(run_id=run_id, key=s["key"], **values)
+
+    return write
