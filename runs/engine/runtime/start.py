@@ -31,7 +31,6 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
               enqueue: bool = True, share: dict[str, Any] | None = None,
               restarted_from: Run | None = None) -> Run:
     """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
-
     The same ``idempotency_key`` returns the same run; with a different body it raises
     IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (``--inline``);
     ``share``: a child's share of its parent's budget; ``restarted_from``: the restarted run.
