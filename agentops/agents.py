@@ -9,7 +9,7 @@ import difflib
 import importlib
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,11 @@ class StepSpec:
         output_schema: a JSON schema the model's final answer (a JSON object) must fit.
         allow_rejection: a person rejecting a required tool ends the step (the run then
             finishes "completed with exceptions"); by default the run blocks instead.
+        requires_count: fact key -> the total the step's successful calls must reach for it
+            (a number fact adds its value, a list fact its length), given as a number or as
+            the name of a run input holding one (or a list, counted). Short of it, the model
+            is told once what is missing; stopping short again ends the step and the run
+            finishes "completed with exceptions" naming the count reached.
     """
 
     key: str
@@ -46,6 +51,7 @@ class StepSpec:
     requires_facts: tuple[str, ...] = ()
     output_schema: dict[str, Any] | None = None
     allow_rejection: bool = False
+    requires_count: Mapping[str, int | str] = field(default_factory=dict)
 
     def completion(self) -> dict[str, Any]:
         """Return the declared completion as stored in events ({} when none is declared)."""
@@ -56,6 +62,8 @@ class StepSpec:
             out["facts"] = list(self.requires_facts)
         if self.output_schema is not None:
             out["output_schema"] = self.output_schema
+        if self.requires_count:
+            out["counts"] = dict(self.requires_count)
         if out and self.allow_rejection:
             out["allow_rejection"] = True
         return out
@@ -152,6 +160,11 @@ def _check_completion(agent: str, plan: Sequence[StepSpec], tools: set[str]) -> 
         if unknown:
             raise ValueError(f"agent {agent}: step {s.key} requires tools {unknown}, which "
                              f"the agent does not have (tools: {sorted(tools)})")
+        for key, need in s.requires_count.items():
+            if isinstance(need, bool) or not (isinstance(need, int) and need > 0
+                                              or isinstance(need, str) and need):
+                raise ValueError(f"agent {agent}: step {s.key} requires_count[{key!r}] must be "
+                                 f"a positive number or a run input name, not {need!r}")
         if s.output_schema is not None:
             try:
                 jsonschema.validators.validator_for(s.output_schema).check_schema(

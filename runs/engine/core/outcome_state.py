@@ -22,6 +22,8 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
             step["tools_ok"].append(call["name"])
         # Sorted: PostgreSQL's jsonb reorders keys, and replay must equal the live state.
         step["fact_keys"] = sorted({*step.get("fact_keys", ()), *(d.get("facts") or {})})
+        if not d.get("deduplicated"):
+            _count_note(state, step, call["step"], d.get("facts") or {})
     if status == "rejected":
         error = d.get("error") or {}
         if step is not None:
@@ -31,6 +33,19 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
         exception_note(state, e, kind, step=call["step"], tool=call["name"],
                        tool_call_id=d["id"], by=error.get("by", ""),
                        why=error.get("message", ""))
+
+
+def _count_note(state: dict[str, Any], step: dict[str, Any], key: str,
+                facts: dict[str, Any]) -> None:
+    """Add a fresh success's facts to the totals its step's ``requires_count`` declares."""
+    plan = next((p for p in state["plan"] if p["key"] == key), {})
+    for fact in (plan.get("completion") or {}).get("counts", {}):
+        value = facts.get(fact)
+        n = len(value) if isinstance(value, list) else value if isinstance(value, int) \
+            and not isinstance(value, bool) else 0
+        if n:
+            counts = step.setdefault("counts", {})
+            counts[fact] = counts.get(fact, 0) + n
 
 
 def exception_note(state: dict[str, Any], e: dict[str, Any], kind: str, **fields: Any) -> None:

@@ -139,6 +139,9 @@ def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="succeeded", output=d.get("output"), error_class="")
     step.pop("missing", None)
+    for short in (d.get("output") or {}).get("short", []):
+        # It ended short of a count it declared: done, but not all of it.
+        exception_note(state, e, "count_short", step=d["step"], by="", **short)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
     if state["current_step"] == d["step"]:
         state["current_step"] = None

@@ -20,7 +20,8 @@ from runs.engine.core import context as ctx
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.calls import PlannedCall, plan_calls
-from runs.engine.core.completion import Unmet, rejection_only, step_output, step_unmet
+from runs.engine.core.completion import (Unmet, count_short_only, rejection_only, step_output,
+                                         step_unmet)
 from runs.engine.runtime.drift import drift_guard
 from runs.engine.runtime.events import NewEvent
 from agentops.jsonstate import strip_nul, unstorable_path
@@ -320,6 +321,13 @@ def _finish_step(session: RunSession, step: str, turn: int, text: str,
     if unmet:
         _incomplete(session, step, turn, replied, unmet)
         return
+    _step_done(session, step, text, [replied])
+
+
+def _step_done(session: RunSession, step: str, text: str, events: list[NewEvent],
+               short: list[dict[str, Any]] | None = None) -> None:
+    """Complete ``step`` with its answer and facts (``short``: counts it did not reach)."""
+    s = session.state
     facts = {}
     for t in s["turns"]:
         if t["step"] == step:
@@ -330,7 +338,9 @@ def _finish_step(session: RunSession, step: str, turn: int, text: str,
     answer = step_output(s, step, text)
     if answer is not None:
         output["answer"] = answer
-    session.commit([replied, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
+    if short:
+        output["short"] = short
+    session.commit([*events, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
                    milestone="step_complete")
 
 
@@ -342,6 +352,12 @@ def _incomplete(session: RunSession, step: str, turn: int, replied: NewEvent,
                                          "missing_fields": unmet.missing_fields,
                                          "reason": unmet.detail(step)})
     turns = _turns_used(s, step) + 1  # since the step's last reset (an operator's retry)
+    told = s["steps"].get(step, {}).get("missing") or []
+    if count_short_only(unmet) and (any(f.startswith("count:") for f in told)
+                                    or turns >= session.agent.max_turns_per_step):
+        # Told once and stopped short again: it did part of its work; the run says so.
+        _step_done(session, step, replied.data.get("text", ""), [replied, noted], unmet.short)
+        return
     # A person's rejection will not change by asking the model again.
     if rejection_only(unmet) or turns >= session.agent.max_turns_per_step:
         block(session, "incomplete_step", unmet.detail(step), events=[replied, noted],
