@@ -21,6 +21,8 @@ from agentops.llm.protocol import ModelClient
 from agentops.tools import ToolSpec
 from runs.errors import UnknownAgent
 
+BUILT_IN = frozenset({"next_page", "expand_result"})  # the engine's own tools (see Agent.tool)
+
 
 @dataclass(frozen=True)
 class StepSpec:
@@ -117,19 +119,21 @@ class Agent:
         if self.plan is not None:
             _check_dag(self.name, [s.as_json() for s in self.plan])
             _check_completion(self.name, self.plan, set(names))
-            unknown = sorted({n for s in self.plan for n in s.tools} - set(names))
+            unknown = sorted({n for s in self.plan for n in s.tools} - set(names) - BUILT_IN)
             if unknown:
                 raise ValueError(f"agent {self.name}: plan steps name unknown tools {unknown}")
         self._tools = {t.name: t for t in self.tools}
 
     def tool(self, name: str) -> ToolSpec | None:
-        """Return the tool called ``name`` (or the built-in next_page), or None."""
+        """Return the tool called ``name`` (or a built-in: next_page, expand_result), or None."""
         spec = self._tools.get(name)
-        if spec is None and name == "next_page":
-            # Late: this SDK module is imported before Django is set up; the pager reads models.
+        if spec is None and name in BUILT_IN:
+            # Late: this SDK module is imported before Django is set up; these read models.
+            from ledger.services.expand import expand_result_spec
             from ledger.services.paging import next_page_spec
 
-            spec = self._tools[name] = next_page_spec(self)
+            spec = next_page_spec(self) if name == "next_page" else expand_result_spec()
+            self._tools[name] = spec
         return spec
 
     def model_client(self) -> ModelClient:

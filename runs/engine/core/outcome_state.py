@@ -1,7 +1,7 @@
 """What a settled event means for a run's outcome: step completion marks and exceptions.
 
 Pure helpers of ``runs.engine.core.reducer`` (no I/O): a step's succeeded tools and fact keys, the
-tools a person rejected, and the exceptions a run will end with (``runs.engine.runtime.exceptions``
+tools a person rejected, the results kept out of the context, and the exceptions a run will end with (``runs.engine.runtime.exceptions``
 turns them into the Run's list).
 """
 from __future__ import annotations
@@ -46,6 +46,17 @@ def _count_note(state: dict[str, Any], step: dict[str, Any], key: str,
         if n:
             counts = step.setdefault("counts", {})
             counts[fact] = counts.get(fact, 0) + n
+
+
+KEPT_OUT = 50  # results listed by id in the state (older ones stay expandable by id)
+
+
+def kept_out_note(state: dict[str, Any], call_id: str, tool: str, summary: str) -> None:
+    """List a result stored whole out of the context, by id with its summary (bounded)."""
+    kept = state.setdefault("kept_out", {})
+    kept[call_id] = {"tool": tool, "summary": summary[:300]}
+    for old in list(kept)[:-KEPT_OUT]:
+        del kept[old]
 
 
 def exception_note(state: dict[str, Any], e: dict[str, Any], kind: str, **fields: Any) -> None:

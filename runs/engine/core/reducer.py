@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from runs.engine.core.outcome_state import exception_note, step_outcome
+from runs.engine.core.outcome_state import exception_note, kept_out_note, step_outcome
 from runs.event_types import EventType
 
 State = dict[str, Any]
@@ -243,6 +243,8 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     fresh = not d.get("deduplicated")
     if fresh and d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
         state["facts"][call_id] = d["facts"]
+    if d.get("artifact") and opened is not None and d.get("status") == "succeeded":
+        kept_out_note(state, call_id, opened["name"], d.get("summary") or "")
 
 
 @_on(EventType.STEP_INCOMPLETE)

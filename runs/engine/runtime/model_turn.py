@@ -15,6 +15,7 @@ from agentops.agents import plan_check
 from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, ToolCallRequest
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
+from ledger.services.expand import expand_tools
 from ledger.services.paging import page_tools
 from runs.engine.core import context as ctx
 from runs.engine.runtime import telemetry
@@ -60,7 +61,7 @@ def model_turn(session: RunSession, step: str) -> None:
     options = getattr(model, "options", None) or ModelOptions()
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [
         t.schema(strict=options.strict) for t in session.agent.tools]
-    tools += page_tools(s) if step != PLAN_STEP else []
+    tools += page_tools(s) + expand_tools(s) if step != PLAN_STEP else []
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
     try:
