@@ -41,6 +41,7 @@ class BlockReason(models.TextChoices):
     CONFIG_ERROR = "config_error"
     INTERNAL_ERROR = "internal_error"
     MODEL_REFUSED = "model_refused"
+    MEMORY_BUDGET = "memory_budget"  # a tool result would outgrow the run's memory share
 
 
 class WaitKind(models.TextChoices):
@@ -94,6 +95,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.CONFIG_ERROR: "Configuration error",
     BlockReason.INTERNAL_ERROR: "Unexpected error",
     BlockReason.MODEL_REFUSED: "The model refused",
+    BlockReason.MEMORY_BUDGET: "Memory budget reached",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

@@ -44,6 +44,7 @@ class FailureClass(StrEnum):
     INTERNAL_ERROR = "internal_error"
     TIMER_WAIT = "timer_wait"
     ROLLED_BACK = "rolled_back"
+    MEMORY_BUDGET = "memory_budget"
 
 
 # Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
@@ -67,6 +68,7 @@ _CATEGORY = {
     "self_check_failed": FailureClass.SELF_CHECK, "incomplete_step": FailureClass.INCOMPLETE_STEP,
     "timer": FailureClass.TIMER_WAIT, "rolled_back": FailureClass.ROLLED_BACK,
     "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
+    "memory_budget": FailureClass.MEMORY_BUDGET,
 }
 
 
@@ -178,6 +180,12 @@ TABLE: dict[FailureClass, Row] = {
                           "engine; not a lost worker) stopped the run at its first occurrence; "
                           "read the traceback in the worker log and fix the cause, then retry",
                           deterministic=False),
+    F.MEMORY_BUDGET: Row("skip", ("retry", "terminate"),
+                         "a tool result would have taken the run past its share of the "
+                         "worker's memory (AGENTOPS_MEMORY_SHARE; the detail gives the sizes); "
+                         "the same call returns as much again: skip the step, or give the "
+                         "workers more memory (or the run a larger share) and retry",
+                         retry_means="calls the tool again under the workers' memory limit"),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
 }

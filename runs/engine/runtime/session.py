@@ -16,6 +16,7 @@ from django.conf import settings
 
 from agentops import clock
 from agentops.agents import Agent
+from agentops.memory import json_size
 from agentops.redaction import EMPTY, Secrets
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
@@ -79,6 +80,15 @@ class RunSession:
     step_started: dict[str, dt.datetime] = field(default_factory=dict)
     # Events applied to the state but written with the next unit (``defer``).
     deferred: list[NewEvent] = field(default_factory=list)
+    loaded_bytes: int = -1  # the state's JSON size when the session opened (-1: measure it)
+
+    def __post_init__(self) -> None:
+        if self.loaded_bytes < 0:
+            self.loaded_bytes = json_size(self.state)
+
+    def state_bytes(self) -> int:
+        """Return about how big the state is now: its last measure plus the events since."""
+        return (self.last_snapshot_size or self.loaded_bytes) + self.bytes_since_snapshot
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""
