@@ -8,6 +8,7 @@ used ahead of the database.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,6 @@ from django.conf import settings
 
 from agentops import clock
 from agentops.agents import Agent
-from agentops.memory import json_size
 from agentops.redaction import EMPTY, Secrets
 from agentops.writes import RowsInsert
 from agentops.llm.protocol import ModelClient
@@ -84,7 +84,8 @@ class RunSession:
 
     def __post_init__(self) -> None:
         if self.loaded_bytes < 0:
-            self.loaded_bytes = json_size(self.state)
+            # The state is JSON only: the C encoder measures it faster than a walk would.
+            self.loaded_bytes = len(json.dumps(self.state, ensure_ascii=False))
 
     def state_bytes(self) -> int:
         """Return about how big the state is now: its last measure plus the events since."""
