@@ -31,8 +31,21 @@ _PARAMETERS = {
 
 
 def expand_tools(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return [the expand_result tool schema] once a result of the run was kept out, else []."""
-    return [expand_result_spec().schema()] if state.get("kept_out") else []
+    """Return [the expand_result tool schema] once a result of the run was kept out, else [].
+
+    The schema offered names the listed ids as the choices for ``tool_call_id``: a model that
+    decodes to the schema (small local ones do) can then only pick one of them. An older
+    id, no longer listed, is still accepted when a model sends it.
+    """
+    kept = list(state.get("kept_out") or {})
+    if not kept:
+        return []
+    schema = expand_result_spec().schema()
+    params = {**_PARAMETERS, "properties": {**_PARAMETERS["properties"]}}
+    params["properties"]["tool_call_id"] = {**params["properties"]["tool_call_id"],
+                                            "enum": kept}
+    schema["function"]["parameters"] = params
+    return [schema]
 
 
 def page_bytes() -> int:

@@ -47,9 +47,11 @@ class Recording(ScriptedModel):
 
     offered: list[list[str]] = []
     seen: list[list[dict]] = []
+    tools: list[list[dict]] = []
 
     def complete(self, *, messages, tools, **kw):
         Recording.offered.append([t["function"]["name"] for t in tools])
+        Recording.tools.append(tools)
         Recording.seen.append(messages)
         return super().complete(messages=messages, tools=tools, **kw)
 
@@ -73,7 +75,7 @@ def _answer(ctx):
 
 
 def _agent(name: str, script: dict) -> Agent:
-    Recording.offered, Recording.seen = [], []
+    Recording.offered, Recording.seen, Recording.tools = [], [], []
     if registry.has(name, "1"):
         return registry.get(name, "1")
     return registry.register(Agent(
@@ -91,6 +93,9 @@ def test_the_model_expands_a_kept_out_result_by_id_and_answers_from_it(engine, s
     assert "expand_result" not in Recording.offered[0]  # nothing kept out yet
     assert "expand_result" in Recording.offered[2]
     big = ToolCall.objects.get(run=run, tool="manual")
+    offered = next(t for t in Recording.tools[2] if t["function"]["name"] == "expand_result")
+    assert offered["function"]["parameters"]["properties"]["tool_call_id"]["enum"] == [
+        big.tool_call_id]  # the listed ids are the choices a schema-decoding model has
     listing = Recording.seen[2][2]["content"]
     assert f"- {big.tool_call_id} (manual): the manual of kettle" in listing
     assert CODE not in json.dumps(Recording.seen[2])  # the full text never entered the context
