@@ -9,7 +9,7 @@ import difflib
 import importlib
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,8 @@ from agentops.llm.configured import model_from_settings
 from agentops.llm.protocol import ModelClient
 from agentops.tools import ToolSpec
 from runs.errors import UnknownAgent
+
+BUILT_IN = frozenset({"next_page", "expand_result"})  # the engine's own tools (see Agent.tool)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,11 @@ class StepSpec:
             finishes "completed with exceptions"); by default the run blocks instead.
         optional: declared but not in the plan a run starts with; an operator may add it
             when editing a run's plan (the ``edit_plan`` action).
+        requires_count: fact key -> the total the step's successful calls must reach for it
+            (a number fact adds its value, a list fact its length), given as a number or as
+            the name of a run input holding one (or a list, counted). Short of it, the model
+            is told once what is missing; stopping short again ends the step and the run
+            finishes "completed with exceptions" naming the count reached.
     """
 
     key: str
@@ -49,6 +56,7 @@ class StepSpec:
     output_schema: dict[str, Any] | None = None
     allow_rejection: bool = False
     optional: bool = False
+    requires_count: Mapping[str, int | str] = field(default_factory=dict)
 
     def completion(self) -> dict[str, Any]:
         """Return the declared completion as stored in events ({} when none is declared)."""
@@ -59,6 +67,8 @@ class StepSpec:
             out["facts"] = list(self.requires_facts)
         if self.output_schema is not None:
             out["output_schema"] = self.output_schema
+        if self.requires_count:
+            out["counts"] = dict(self.requires_count)
         if out and self.allow_rejection:
             out["allow_rejection"] = True
         return out
@@ -123,19 +133,21 @@ class Agent:
             _check_dag(self.name, [s.as_json() for s in self.plan])
             _check_dag(self.name, [s.as_json() for s in self.plan if not s.optional])
             _check_completion(self.name, self.plan, set(names))
-            unknown = sorted({n for s in self.plan for n in s.tools} - set(names))
+            unknown = sorted({n for s in self.plan for n in s.tools} - set(names) - BUILT_IN)
             if unknown:
                 raise ValueError(f"agent {self.name}: plan steps name unknown tools {unknown}")
         self._tools = {t.name: t for t in self.tools}
 
     def tool(self, name: str) -> ToolSpec | None:
-        """Return the tool called ``name`` (or the built-in next_page), or None."""
+        """Return the tool called ``name`` (or a built-in: next_page, expand_result), or None."""
         spec = self._tools.get(name)
-        if spec is None and name == "next_page":
-            # Late: this SDK module is imported before Django is set up; the pager reads models.
+        if spec is None and name in BUILT_IN:
+            # Late: this SDK module is imported before Django is set up; these read models.
+            from ledger.services.expand import expand_result_spec
             from ledger.services.paging import next_page_spec
 
-            spec = self._tools[name] = next_page_spec(self)
+            spec = next_page_spec(self) if name == "next_page" else expand_result_spec()
+            self._tools[name] = spec
         return spec
 
     def model_client(self) -> ModelClient:
@@ -166,6 +178,11 @@ def _check_completion(agent: str, plan: Sequence[StepSpec], tools: set[str]) -> 
         if unknown:
             raise ValueError(f"agent {agent}: step {s.key} requires tools {unknown}, which "
                              f"the agent does not have (tools: {sorted(tools)})")
+        for key, need in s.requires_count.items():
+            if isinstance(need, bool) or not (isinstance(need, int) and need > 0
+                                              or isinstance(need, str) and need):
+                raise ValueError(f"agent {agent}: step {s.key} requires_count[{key!r}] must be "
+                                 f"a positive number or a run input name, not {need!r}")
         if s.output_schema is not None:
             try:
                 jsonschema.validators.validator_for(s.output_schema).check_schema(

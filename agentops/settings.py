@@ -260,6 +260,10 @@ AGENTOPS_BACKOFF_CAP_S = _env_float("AGENTOPS_BACKOFF_CAP_S", 300.0)
 # Backoffs shorter than this are retried in the same tick instead of a durable timer wait.
 AGENTOPS_INLINE_BACKOFF_S = _env_float("AGENTOPS_INLINE_BACKOFF_S", 0.05)
 AGENTOPS_INLINE_RESULT_BYTES = _env_int("AGENTOPS_INLINE_RESULT_BYTES", 8_000)
+# A run's working set (state + tool results held) may use this share of the process's memory
+# limit (agentops.memory; AGENTOPS_MEMORY_LIMIT_BYTES = 0 detects it) before its run blocks.
+AGENTOPS_MEMORY_SHARE = _env_float("AGENTOPS_MEMORY_SHARE", 0.30)
+AGENTOPS_MEMORY_LIMIT_BYTES = _env_int("AGENTOPS_MEMORY_LIMIT_BYTES", 0)
 # The model an Agent without model= gets (agentops.llm.configured; docs/sdk.md "Models").
 AGENTOPS_MODEL_PROVIDER = os.environ.get("AGENTOPS_MODEL_PROVIDER", "openai")
 AGENTOPS_MODEL_BASE_URL = os.environ.get("AGENTOPS_MODEL_BASE_URL", "")

@@ -84,3 +84,15 @@ def artifact_verify(sha256: str) -> None:
         raise ArtifactMissing(f"artifact {sha256} is not stored", sha256=sha256) from exc
     if digest.hexdigest() != sha256:
         raise ArtifactCorrupted(f"artifact {sha256} failed its checksum", sha256=sha256)
+
+
+def artifact_page(sha256: str, start: int, length: int) -> tuple[bytes, int]:
+    """Return (the bytes in [start, start + length), the artifact's size), verified first.
+
+    The whole artifact is hashed in chunks (never held in memory) before any of it is read.
+    """
+    artifact_verify(sha256)
+    with _storage().open(_path(sha256), "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(start, 0))
+        return fh.read(max(length, 0)), size

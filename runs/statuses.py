@@ -46,6 +46,7 @@ class BlockReason(models.TextChoices):
     WORLD_CHANGED = "world_changed"
     # Failed attempts across all its steps reached the run's failure budget.
     FAILURE_BUDGET = "failure_budget"
+    MEMORY_BUDGET = "memory_budget"  # a tool result would outgrow the run's memory share
 
 
 class WaitKind(models.TextChoices):
@@ -101,6 +102,7 @@ REASON_LABELS: dict[str, str] = {
     BlockReason.MODEL_REFUSED: "The model refused",
     BlockReason.WORLD_CHANGED: "The world changed while this run waited",
     BlockReason.FAILURE_BUDGET: "Too many failures in this run",
+    BlockReason.MEMORY_BUDGET: "Memory budget reached",
     UNKNOWN_OUTCOME: "Outcome of a write unknown",
 }
 WAIT_LABELS: dict[str, str] = {

@@ -46,6 +46,7 @@ class FailureClass(StrEnum):
     ROLLED_BACK = "rolled_back"
     WORLD_CHANGED = "world_changed"
     FAILURE_BUDGET = "failure_budget"  # failed attempts across steps reached the run's budget
+    MEMORY_BUDGET = "memory_budget"
 
 
 # Engine error category (runs.engine.core.policy / ledger.errors) -> failure class.
@@ -71,6 +72,7 @@ _CATEGORY = {
     "failure_budget": FailureClass.FAILURE_BUDGET,
     "config_error": FailureClass.CONFIG_ERROR, "internal_error": FailureClass.INTERNAL_ERROR,
     "world_changed": FailureClass.WORLD_CHANGED,
+    "memory_budget": FailureClass.MEMORY_BUDGET,
 }
 
 
@@ -188,6 +190,12 @@ TABLE: dict[FailureClass, Row] = {
                           "code) keeps failing; read the failures in its history and fix the "
                           "cause, then retry", deterministic=False,
                           retry_means="runs the failed step again with a fresh failure allowance"),
+    F.MEMORY_BUDGET: Row("skip", ("retry", "terminate"),
+                         "a tool result would have taken the run past its share of the "
+                         "worker's memory (AGENTOPS_MEMORY_SHARE; the detail gives the sizes); "
+                         "the same call returns as much again: skip the step, or give the "
+                         "workers more memory (or the run a larger share) and retry",
+                         retry_means="calls the tool again under the workers' memory limit"),
     F.TIMER_WAIT: Row("wait", ("wake", "terminate"), "it waits to retry by itself",
                       deterministic=False),
     F.WORLD_CHANGED: Row("retry", ("terminate",),

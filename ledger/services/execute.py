@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentops.control import RunControl
+from agentops.memory import Allowance, json_size
 from agentops.redaction import EMPTY, Secrets, configured_secrets
-from agentops.tools import ToolContext, ToolSpec
+from agentops.tools import ToolContext, ToolResult, ToolSpec
 from ledger.errors import ToolError, ToolInvalidArguments
 from ledger.services.meaning import details_of, meaning_of
 from ledger.services.results import InvalidToolOutput, Layered, result_layer
@@ -51,12 +52,14 @@ def call_secrets_of(spec: ToolSpec, args: dict[str, Any], known: Secrets = EMPTY
 
 
 def toolcall_execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any],
-                     secrets: Secrets = EMPTY) -> Outcome:
+                     secrets: Secrets = EMPTY, allowance: Allowance | None = None) -> Outcome:
     """Call the tool once (with its timeout) and return the classified Outcome, scrubbed.
 
     Nothing the tool returned or raised leaves here with a secret in it: the result (and its
     artifact) and the error message, log and details are scrubbed of the call's sensitive
-    argument values, of ``secrets`` (the run's) and of the configured secrets.
+    argument values, of ``secrets`` (the run's) and of the configured secrets. A result
+    bigger than ``allowance`` (the memory its run may still hold) is dropped unread: the
+    attempt fails as ``memory_budget``.
     """
     secrets = call_secrets_of(spec, args, secrets)
     try:
@@ -64,11 +67,33 @@ def toolcall_execute(spec: ToolSpec, ctx: ToolContext, args: dict[str, Any],
             raw = spec.fn(ctx, **args)
         else:
             raw = _with_timeout(spec, ctx, args)
+        if allowance is not None:
+            held = result_held(raw, stop_at=allowance.bytes)
+            if held > allowance.bytes:
+                del raw  # nothing keeps it: its memory goes back before the run records why
+                return _over_allowance(spec, held, allowance)
         return Outcome("succeeded", result=result_layer(raw, tool=spec.name, secrets=secrets))
     except RunControl:
         raise
     except BaseException as exc:  # noqa: BLE001 - every tool failure is classified, none escapes
         return outcome_scrubbed(classify(spec, exc), secrets)
+
+
+def result_held(raw: Any, *, stop_at: int | None = None) -> int:
+    """Return the bytes a tool's result holds in memory (a streamed log is on disk: 0)."""
+    if not isinstance(raw, ToolResult):
+        return json_size(raw, stop_at=stop_at)
+    size = json_size(raw.facts, stop_at=stop_at) + len(raw.summary or "")
+    if isinstance(raw.log, (str, bytes)):
+        size += len(raw.log)
+    return size
+
+
+def _over_allowance(spec: ToolSpec, held: int, allowance: Allowance) -> Outcome:
+    return Outcome("failed", category="memory_budget",
+                   message=f"{spec.name} returned a result of more than {held:,} bytes, past "
+                           f"the {allowance.bytes:,} bytes its run may still hold in memory "
+                           f"({allowance.why}); the result was dropped, not kept")
 
 
 def outcome_scrubbed(outcome: Outcome, secrets: Secrets) -> Outcome:
@@ -142,11 +167,15 @@ def _own_words(exc: BaseException) -> str:
 
 
 def run_calls(jobs: list[tuple[ToolSpec, ToolContext, dict[str, Any]]],
-              secrets: Secrets = EMPTY) -> list[Outcome]:
-    """Run several calls; in parallel when there is more than one. Order follows ``jobs``."""
+              secrets: Secrets = EMPTY, allowance: Allowance | None = None) -> list[Outcome]:
+    """Run several calls; in parallel when there is more than one. Order follows ``jobs``.
+
+    ``allowance`` is shared: each of several parallel calls may hold an equal part of it.
+    """
     if len(jobs) == 1:
         spec, ctx, args = jobs[0]
-        return [toolcall_execute(spec, ctx, args, secrets)]
-    futures = [_PARALLEL.submit(toolcall_execute, spec, ctx, args, secrets)
+        return [toolcall_execute(spec, ctx, args, secrets, allowance)]
+    part = allowance.split(len(jobs)) if allowance is not None else None
+    futures = [_PARALLEL.submit(toolcall_execute, spec, ctx, args, secrets, part)
                for spec, ctx, args in jobs]
     return [f.result() for f in futures]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -32,10 +33,11 @@ def worker_env(**extra: str) -> dict[str, str]:
 class Worker:
     """One worker host: a process group we can SIGKILL whole and start again."""
 
-    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None,
-                 **more_env: str) -> None:
+    def __init__(self, name: str, log_dir: Path, env: dict[str, str] | None = None, *,
+                 address_space: int | None = None, **more_env: str) -> None:
         self.name, self.log_dir, self.proc = name, log_dir, None
         self.starts, self.env = 0, {**(env or {}), **more_env}
+        self.address_space = address_space  # RLIMIT_AS of every process of the worker
 
     def start(self) -> None:
         """Start the worker in its own process group."""
@@ -44,7 +46,12 @@ class Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
             env=worker_env(**self.env),
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=self._limit if self.address_space else None)
+
+    def _limit(self) -> None:
+        """Cap the worker's address space (runs in the child before it execs)."""
+        resource.setrlimit(resource.RLIMIT_AS, (self.address_space, self.address_space))
 
     @property
     def log_path(self) -> Path:

@@ -23,6 +23,7 @@ class Unmet:
     missing_fields: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)  # required tool -> rejection
+    short: list[dict[str, Any]] = field(default_factory=list)  # counts not reached
 
     def __bool__(self) -> bool:
         return bool(self.missing_fields)
@@ -70,8 +71,43 @@ def step_unmet(state: dict[str, Any], step: str, final_text: str,
         out.reasons.append(f"without the facts {', '.join(lacking)}")
     if done.get("output_schema") is not None:
         _check_output(done["output_schema"], final_text, out)
+    _check_counts(state, done.get("counts") or {}, st.get("counts") or {}, out)
     _only_tool_refused(st, offered, out)
     return out
+
+
+def count_short_only(unmet: Unmet) -> bool:
+    """Return True when all a step lacks is counts it declared (it did part of its work)."""
+    return bool(unmet.short) and all(f.startswith("count:") for f in unmet.missing_fields)
+
+
+def _check_counts(state: dict[str, Any], counts: dict[str, Any], got: dict[str, int],
+                  out: Unmet) -> None:
+    for key, need in counts.items():
+        target, source = _count_target(state, need)
+        if got.get(key, 0) >= target > 0:
+            continue
+        out.missing_fields.append(f"count:{key}")
+        if target <= 0:
+            out.reasons.append(f"without a count to reach for {key}: {source}")
+            out.short.append({"key": key, "got": got.get(key, 0), "need": 0, "why": source})
+            continue
+        out.reasons.append(f"with {key} at {got.get(key, 0)} of {target} ({source})")
+        out.short.append({"key": key, "got": got.get(key, 0), "need": target,
+                          "why": f"{key} reached {got.get(key, 0)} of {target} ({source})"})
+
+
+def _count_target(state: dict[str, Any], need: Any) -> tuple[int, str]:
+    """Return (the count to reach, where it came from) for a declared ``requires_count``."""
+    if isinstance(need, int):
+        return need, "declared by the step"
+    run_input = state["run"].get("input") or {}
+    value = run_input.get(need) if isinstance(run_input, dict) else None
+    if isinstance(value, list):
+        return len(value), f"the {len(value)} items of input {need}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, f"input {need}"
+    return 0, f"the run's input has no number or list {need!r}"
 
 
 def _only_tool_refused(st: dict[str, Any], offered: Sequence[str], out: Unmet) -> None:

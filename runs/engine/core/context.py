@@ -2,7 +2,7 @@
 
 system prompt (+ a note after a recovery) -> pinned goal, constraints and input (never
 trimmed, never overwritten by tool output) -> structured progress (plan, completed steps,
-confirmed facts) -> a summary of older turns -> the last turns with their tool results ->
+confirmed facts, the results kept out of the context by id with their summary) -> a summary of older turns -> the last turns with their tool results ->
 the current step. Tool messages always pair with their tool_call_id.
 """
 from __future__ import annotations
@@ -23,6 +23,8 @@ SKIPPED_NOTE = " (SKIPPED, its work was NOT done: {why})"
 INCOMPLETE_NOTE = ("## Not done yet\nYou stopped, but this step is not complete. "
                    "missing_fields: {fields}\n{reason}. Do what is missing (call the tools "
                    "it names) before you answer.")
+KEPT_OUT_NOTE = ("## Full results kept out of the context\nThese results were too big to show; "
+                 "call expand_result(tool_call_id, page) to read one, a page at a time.")
 KEEP_TURNS = 12
 COMPACT_AT = 0.7
 SUMMARY_LINES = 40
@@ -109,7 +111,7 @@ def tool_message_content(result: dict[str, Any] | None) -> str:
     if result.get("error"):
         body["error"] = result["error"]
     if result.get("artifact"):
-        body["full_result"] = "stored; not shown here"
+        body["full_result"] = "kept out of the context; expand_result reads it by tool_call_id"
     return json.dumps(body, ensure_ascii=False, sort_keys=True)
 
 
@@ -133,6 +135,11 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
         lines.append("## Confirmed facts")
         for call_id, facts in list(state["facts"].items())[-20:]:
             lines.append(_fact_line(call_id, facts, memo))
+    kept = state.get("kept_out") or {}
+    if kept:
+        lines.append(KEPT_OUT_NOTE)
+        lines.extend(f"- {call_id} ({k['tool']}): {k['summary'][:200]}"
+                     for call_id, k in list(kept.items())[-20:])
     return "\n".join(lines)
 
 

@@ -16,6 +16,11 @@ if TYPE_CHECKING:  # the core only annotates with it; agents pulls in model clie
     from agentops.agents import Agent
 
 
+# The engine's own tools (ledger.services.paging, .expand): offered with a step's named tools
+# unless the step names some of them itself (then only those).
+BUILT_IN = ("next_page", "expand_result")
+
+
 def tool_offer(state: dict[str, Any], step: str, agent: Agent, options: ModelOptions,
                tools: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
     """Return (tools to send, tool_choice) for the next turn of ``step``."""
@@ -37,7 +42,8 @@ def step_tools(state: dict[str, Any], step: str,
     names = (entry or {}).get("tools") or ()
     if not names:
         return tools
-    return [t for t in tools if t["function"]["name"] in names]
+    return [t for t in tools if t["function"]["name"] in names
+            or t["function"]["name"] in BUILT_IN and not (set(names) & set(BUILT_IN))]
 
 
 def _last_call_failed(state: dict[str, Any], step: str) -> bool:

@@ -1,7 +1,7 @@
 """What a settled event means for a run's outcome: step completion marks and exceptions.
 
 Pure helpers of ``runs.engine.core.reducer`` (no I/O): a step's succeeded tools and fact keys, the
-tools a person rejected, and the exceptions a run will end with (``runs.engine.runtime.exceptions``
+tools a person rejected, the results kept out of the context, and the exceptions a run will end with (``runs.engine.runtime.exceptions``
 turns them into the Run's list).
 """
 from __future__ import annotations
@@ -22,6 +22,8 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
             step["tools_ok"].append(call["name"])
         # Sorted: PostgreSQL's jsonb reorders keys, and replay must equal the live state.
         step["fact_keys"] = sorted({*step.get("fact_keys", ()), *(d.get("facts") or {})})
+        if not d.get("deduplicated"):
+            _count_note(state, step, call["step"], d.get("facts") or {})
     if status == "rejected":
         error = d.get("error") or {}
         if step is not None:
@@ -31,6 +33,30 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
         exception_note(state, e, kind, step=call["step"], tool=call["name"],
                        tool_call_id=d["id"], by=error.get("by", ""),
                        why=error.get("message", ""))
+
+
+def _count_note(state: dict[str, Any], step: dict[str, Any], key: str,
+                facts: dict[str, Any]) -> None:
+    """Add a fresh success's facts to the totals its step's ``requires_count`` declares."""
+    plan = next((p for p in state["plan"] if p["key"] == key), {})
+    for fact in (plan.get("completion") or {}).get("counts", {}):
+        value = facts.get(fact)
+        n = len(value) if isinstance(value, list) else value if isinstance(value, int) \
+            and not isinstance(value, bool) else 0
+        if n:
+            counts = step.setdefault("counts", {})
+            counts[fact] = counts.get(fact, 0) + n
+
+
+KEPT_OUT = 50  # results listed by id in the state (older ones stay expandable by id)
+
+
+def kept_out_note(state: dict[str, Any], call_id: str, tool: str, summary: str) -> None:
+    """List a result stored whole out of the context, by id with its summary (bounded)."""
+    kept = state.setdefault("kept_out", {})
+    kept[call_id] = {"tool": tool, "summary": summary[:300]}
+    for old in list(kept)[:-KEPT_OUT]:
+        del kept[old]
 
 
 def exception_note(state: dict[str, Any], e: dict[str, Any], kind: str, **fields: Any) -> None:

@@ -45,6 +45,7 @@ POLICY: dict[str, Rule] = {
     "turn_limit": Rule("stop", BlockReason.LOOP_DETECTED),
     "stall": Rule("stop", BlockReason.STALLED),
     "budget": Rule("pause", BlockReason.BUDGET_EXHAUSTED),
+    "memory_budget": Rule("stop", BlockReason.MEMORY_BUDGET),
     "recovery_limit": Rule("stop", BlockReason.RECOVERY_LIMIT),
     "circuit_open": Rule("pause", BlockReason.CIRCUIT_OPEN),
     "version_mismatch": Rule("stop", BlockReason.VERSION_MISMATCH),

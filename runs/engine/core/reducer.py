@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from runs.engine.core import world
-from runs.engine.core.outcome_state import exception_note, step_outcome
+from runs.engine.core.outcome_state import exception_note, kept_out_note, step_outcome
 from runs.event_types import EventType
 
 State = dict[str, Any]
@@ -154,6 +154,9 @@ def _step_completed(state: State, d: dict[str, Any], e: Event) -> None:
     step = _step(state, d["step"])
     step.update(status="succeeded", output=d.get("output"), error_class="")
     step.pop("missing", None)
+    for short in (d.get("output") or {}).get("short", []):
+        # It ended short of a count it declared: done, but not all of it.
+        exception_note(state, e, "count_short", step=d["step"], by="", **short)
     state["guards"] = {"no_progress": 0, "recent_calls": []}
     if state["current_step"] == d["step"]:
         state["current_step"] = None
@@ -263,6 +266,8 @@ def _tool_result(state: State, d: dict[str, Any], e: Event) -> None:
     fresh = not d.get("deduplicated")
     if fresh and d.get("status") in ("succeeded", "confirmed_executed") and d.get("facts") is not None:
         state["facts"][call_id] = d["facts"]
+    if d.get("artifact") and opened is not None and d.get("status") == "succeeded":
+        kept_out_note(state, call_id, opened["name"], d.get("summary") or "")
 
 
 @_on(EventType.STEP_INCOMPLETE)

@@ -27,6 +27,7 @@ _WHAT = {
     "cancelled": "the run was cancelled",
     "refused_call": "{tool} ({tool_call_id}) was refused{for_} and never made",
     "child_exceptions": "child run {child_short} ({agent}) ended {outcome_words}",
+    "count_short": "step {step} reached {got} of {need} {key}",
 }
 
 

@@ -15,6 +15,7 @@ from agentops.agents import plan_check
 from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, ToolCallRequest
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
+from ledger.services.expand import expand_tools
 from ledger.services.paging import page_tools
 from runs.engine.core import context as ctx
 from agentops.observability.logging import run_log_context
@@ -22,7 +23,8 @@ from agentops.observability.tracing import hex_id
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.calls import PlannedCall, plan_calls
-from runs.engine.core.completion import Unmet, rejection_only, step_output, step_unmet
+from runs.engine.core.completion import (Unmet, count_short_only, rejection_only, step_output,
+                                         step_unmet)
 from runs.engine.runtime.drift import drift_guard
 from runs.engine.runtime.events import NewEvent
 from agentops.jsonstate import strip_nul, unstorable_path
@@ -61,7 +63,7 @@ def model_turn(session: RunSession, step: str) -> None:
     options = getattr(model, "options", None) or ModelOptions()
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [
         t.schema(strict=options.strict) for t in session.agent.tools]
-    tools += page_tools(s) if step != PLAN_STEP else []
+    tools += page_tools(s) + expand_tools(s) if step != PLAN_STEP else []
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
     span_id = trace_spans.model_began(session)
@@ -348,6 +350,13 @@ def _finish_step(session: RunSession, step: str, turn: int, text: str,
     if unmet:
         _incomplete(session, step, turn, replied, unmet)
         return
+    _step_done(session, step, text, [replied])
+
+
+def _step_done(session: RunSession, step: str, text: str, events: list[NewEvent],
+               short: list[dict[str, Any]] | None = None) -> None:
+    """Complete ``step`` with its answer and facts (``short``: counts it did not reach)."""
+    s = session.state
     facts = {}
     for t in s["turns"]:
         if t["step"] == step:
@@ -358,7 +367,9 @@ def _finish_step(session: RunSession, step: str, turn: int, text: str,
     answer = step_output(s, step, text)
     if answer is not None:
         output["answer"] = answer
-    session.commit([replied, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
+    if short:
+        output["short"] = short
+    session.commit([*events, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
                    milestone="step_complete")
 
 
@@ -370,6 +381,12 @@ def _incomplete(session: RunSession, step: str, turn: int, replied: NewEvent,
                                          "missing_fields": unmet.missing_fields,
                                          "reason": unmet.detail(step)})
     turns = _turns_used(s, step) + 1  # since the step's last reset (an operator's retry)
+    told = s["steps"].get(step, {}).get("missing") or []
+    if count_short_only(unmet) and (any(f.startswith("count:") for f in told)
+                                    or turns >= session.agent.max_turns_per_step):
+        # Told once and stopped short again: it did part of its work; the run says so.
+        _step_done(session, step, replied.data.get("text", ""), [replied, noted], unmet.short)
+        return
     # A person's rejection will not change by asking the model again.
     if rejection_only(unmet) or turns >= session.agent.max_turns_per_step:
         block(session, "incomplete_step", unmet.detail(step), events=[replied, noted],

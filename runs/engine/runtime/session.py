@@ -8,6 +8,7 @@ used ahead of the database.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,16 @@ class RunSession:
     trace: Any = None
     # What the event recording the current model call says of it (runs.engine.runtime.model_turn).
     reply_marks: dict[str, Any] = field(default_factory=dict)
+    loaded_bytes: int = -1  # the state's JSON size when the session opened (-1: measure it)
+
+    def __post_init__(self) -> None:
+        if self.loaded_bytes < 0:
+            # The state is JSON only: the C encoder measures it faster than a walk would.
+            self.loaded_bytes = len(json.dumps(self.state, ensure_ascii=False))
+
+    def state_bytes(self) -> int:
+        """Return about how big the state is now: its last measure plus the events since."""
+        return (self.last_snapshot_size or self.loaded_bytes) + self.bytes_since_snapshot
 
     def model(self) -> ModelClient:
         """Return the run's model client (made on first use)."""

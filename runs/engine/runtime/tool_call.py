@@ -49,6 +49,7 @@ from runs.engine.runtime.parking import (
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.settlement import Settlement
 from runs.engine.runtime.world import versions_first_used
+from runs.engine.runtime.working_set import run_allowance, state_too_big
 from runs.event_types import EventType
 
 
@@ -87,6 +88,11 @@ def _admitted(session: RunSession, step: str, calls: list[ToolCall], events: lis
     if why:
         _commit_rows_then(session, calls, events, new_rows)
         block(session, "budget", f"budget exhausted before calling tools: {why}")
+        return False
+    too_big = state_too_big(session)
+    if too_big:
+        _commit_rows_then(session, calls, events, new_rows)
+        block(session, "memory_budget", too_big)
         return False
     for c in calls:
         if breaker_open(session.tool_limits, c.tool):
@@ -159,7 +165,8 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *,
     with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
                     within_s=max(tool_timeout(spec) for spec in specs)):
         outcomes = run_calls([(parkable(spec), ctx, args)
-                              for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets)
+                              for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets,
+                             run_allowance(session))
     return jobs, outcomes, started
 
 
