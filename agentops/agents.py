@@ -293,10 +293,11 @@ class Registry:
             close = difflib.get_close_matches(name, list(self._latest), n=1)
             if close:
                 text += f" (did you mean {close[0]}?)"
-        text += f"; known: {', '.join(known) or 'none'}"
+        # The broken module is the likely cause: it comes before the (long) list of the known.
         for module, error in self._broken.items():
             text += f"; agent module {module} failed to import: {error}"
-        return text
+        shown = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
+        return text + f"; known: {shown or 'none'}"
 
     def configured(self) -> list[Agent]:
         """Return the agents the AGENTOPS_AGENTS modules registered, by name and version."""

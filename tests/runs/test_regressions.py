@@ -20,10 +20,10 @@ def test_parallel_completions_in_shuffled_order_map_to_the_right_ids(engine, mon
 
     real = execute.run_calls
 
-    def shuffled(jobs, secrets):
+    def shuffled(jobs, secrets, *rest):
         order = list(range(len(jobs)))
         random.Random(7).shuffle(order)
-        outcomes = {i: real([jobs[i]], secrets)[0] for i in order}  # complete in shuffled order
+        outcomes = {i: real([jobs[i]], secrets, *rest)[0] for i in order}  # complete in shuffled order
         return [outcomes[i] for i in range(len(jobs))]
 
     monkeypatch.setattr("runs.engine.runtime.tool_call.run_calls", shuffled)
