@@ -297,7 +297,9 @@ def _flush(run_model: Any, runs: list[dict], event_model: Any, events: list[tupl
         defaults = {f.attname: f.get_default() for f in run_model._meta.concrete_fields}
         merged = ({**defaults, **r} for r in runs)
         _copy(run_model, columns, ([m[c] for c in columns] for m in merged))
-    _copy(event_model, list(EVENT_COLUMNS), events)
+    # Each seeded event follows from the one before it, the first from the run's start.
+    caused = ((*e, f"seq:{e[1] - 1}" if e[1] > 1 else "start:bench") for e in events)
+    _copy(event_model, [*EVENT_COLUMNS, "caused_by"], caused)
     runs.clear()
     events.clear()
 

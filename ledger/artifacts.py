@@ -94,5 +94,7 @@ def artifact_page(sha256: str, start: int, length: int) -> tuple[bytes, int]:
     artifact_verify(sha256)
     with _storage().open(_path(sha256), "rb") as fh:
         size = fh.seek(0, 2)
+        if start >= size:  # past the end (a model may ask for page 10**15): nothing, no seek
+            return b"", size
         fh.seek(max(start, 0))
         return fh.read(max(length, 0)), size

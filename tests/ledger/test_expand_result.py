@@ -126,12 +126,17 @@ def test_a_bad_id_a_whole_result_and_a_missing_page_are_refused_saying_which(eng
         "read": [call("manual", product="kettle"), call("price", product="kettle"), say("ok")],
         "answer": [call("expand_result", tool_call_id="tc_nope"), whole,
                    lambda ctx: call("expand_result", tool_call_id=_listed(ctx), page=99),
+                   # the real small model once asked for this page: a refusal, not an OSError
+                   lambda ctx: call("expand_result", tool_call_id=_listed(ctx),
+                                    page=1493126178312721),
                    say("gave up")]})
     run = run_start(agent="expand-errors", goal="try bad expansions")
     assert drive(run) == "succeeded"
     errors = [(c.status, c.error) for c in ToolCall.objects.filter(
         run=run, tool="expand_result").order_by("created_at")]
-    assert [s for s, _ in errors] == ["failed"] * 3
+    assert [s for s, _ in errors] == ["failed"] * 4
     assert "there is no tool call 'tc_nope' in this run" in errors[0][1]
     assert "is shown whole in the context; nothing of it was kept out" in errors[1][1]
     assert re.search(r"page 99 does not exist: the result of tc_\S+ has \d+ page", errors[2][1])
+    assert re.search(r"page 1493126178312721 does not exist: the result of tc_\S+ has \d+ page",
+                     errors[3][1])
