@@ -10,7 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from runs.engine.core import world
+from runs.engine.core import restores, world
 from runs.engine.core.outcome_state import exception_note, kept_out_note, step_outcome
 from runs.event_types import EventType
 
@@ -369,58 +369,5 @@ def _approval_decided(state: State, d: dict[str, Any], e: Event) -> None:
                 return
 
 
-@_on(EventType.RUN_ROLLED_BACK)
-def _rolled_back(state: State, d: dict[str, Any], e: Event) -> None:
-    # The event carries the state at the checkpoint, so replaying the log needs no lookup.
-    # Spent usage, recoveries and received signals are facts of the world: they stay. The
-    # turn counter stays too, so calls made after the rollback get new ids and keys.
-    kept = {k: state[k] for k in ("run", "usage", "recoveries", "signals", "status", "turn")}
-    kept["exceptions"] = state.get("exceptions", []) + [{
-        "kind": "rolled_back", "seq": e["seq"], "by": d.get("by", ""),
-        "why": d.get("reason", "") or f"rolled back to event #{d['to_seq']}",
-        "cancelled": d.get("cancelled", []), "handled_by_hand": d.get("ticked", [])}]
-    rollbacks = state.get("rollbacks", 0) + 1
-    restored = copy.deepcopy(d["state"])
-    state.clear()
-    state.update(restored)
-    state.update(kept)
-    state["rollbacks"] = rollbacks
-    state["resumed"] = True
-    state["wait"] = None
-    state["notes"] = (restored.get("notes", []) + [f"rolled back to event #{d['to_seq']}"])[-10:]
-
-
-# --- guards and checkpoint files (runs/engine/runtime/drift.py, selfcheck.py, runs/checkpoints.py) ---
-
-
-@_on(EventType.CHILDREN_SPENT)
-@_on(EventType.GUARD_DRIFT_SCORED)
-def _usage_charged(state: State, d: dict[str, Any], e: Event) -> None:
-    # Spent outside the run's own turns (the drift side model, its child runs' shares):
-    # it counts against the run's budget.
-    for key in ("tokens", "model_calls", "tool_calls", "cost_micros"):
-        state["usage"][key] += (d.get("usage") or {}).get(key, 0)
-
-
-@_on(EventType.GUARD_SELF_CHECKED)
-def _self_checked(state: State, d: dict[str, Any], e: Event) -> None:
-    state["self_checked"] = e["seq"]
-
-
-@_on(EventType.RUN_IMPORTED)
-def _imported(state: State, d: dict[str, Any], e: Event) -> None:
-    # Like a rollback, the event carries the state, so replaying the log needs no file.
-    restored = copy.deepcopy(d["state"])
-    restored.pop("self_checked", None)
-    state.clear()
-    state.update(restored)
-    state["imported"] = {"seq": e["seq"], "turn": restored.get("turn", 0),
-                         "from_run": d.get("from_run"), "from_seq": d.get("from_seq")}
-
-
-@_on(EventType.RUN_MIGRATED)
-def _migrated(state: State, d: dict[str, Any], e: Event) -> None:
-    state["run"]["version"] = d.get("to_version", state["run"].get("version"))
-
-
 _HANDLERS.update(world.HANDLERS)  # resource versions and the re-check after a wait
+_HANDLERS.update(restores.HANDLERS)  # rollbacks, imports, migrations, usage spent outside
