@@ -118,6 +118,8 @@ def _pass(build: str, baseline: Path, sink_port: int) -> dict:
                                                             "AGENTOPS_TRACE_CONTENT")}
     if build == "baseline":
         env["BENCH_CODE_ROOT"] = str(baseline)
+        # Its own database, migrated by its own tree: the newer schema has columns it lacks.
+        env["BENCH_ENGINE_DATABASE_URL"] = os.environ["BENCH_ENGINE_DATABASE_URL"] + "_baseline"
     elif build == "on":
         env["AGENTOPS_OTLP_ENDPOINT"] = f"http://127.0.0.1:{sink_port}"
     out = subprocess.run([sys.executable, str(HERE), "--measure"], env=env, cwd=TREE,
