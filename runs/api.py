@@ -20,14 +20,12 @@ from runs import services
 from runs.causation import event_cause_chain
 from runs.schemas_outcome import CauseChainOut
 from runs.models import BudgetPolicy
+from runs.schemas_budgets import BudgetPolicyCreateIn, BudgetPolicyIn, BudgetPolicyOut
 from runs.schemas import (
     ActionIn,
     ActionOut,
     ActionPreviewIn,
     ActionPreviewOut,
-    BudgetPolicyCreateIn,
-    BudgetPolicyIn,
-    BudgetPolicyOut,
     BulkActionIn,
     BulkActionOut,
     CancelIn,

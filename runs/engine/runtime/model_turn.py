@@ -23,8 +23,6 @@ from agentops.observability.tracing import hex_id
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.calls import PlannedCall, plan_calls
-from runs.engine.core.completion import (Unmet, count_short_only, rejection_only, step_output,
-                                         step_unmet)
 from runs.engine.runtime.drift import drift_guard
 from runs.engine.runtime.events import NewEvent
 from agentops.jsonstate import strip_nul, unstorable_path
@@ -32,6 +30,7 @@ from runs.engine.runtime.leases import lease_kept
 from runs.engine.runtime.outcomes import block, retry_later
 from runs.engine.runtime.prices import prices_load, reply_cost
 from runs.engine.runtime.session import RunSession
+from runs.engine.runtime.step_end import finish_step, turns_used
 from runs.engine.core.stall import LOOP_REPEATS, STALL_ROUNDS, loop_evidence
 from runs.engine.core.offer import tool_offer
 from runs.engine.runtime.tool_phase import execute_reads_inline
@@ -115,11 +114,6 @@ def _priced(session: RunSession, reply: ModelReply) -> ModelReply:
     return dataclasses.replace(reply, usage=dataclasses.replace(reply.usage, cost_micros=cost))
 
 
-def _turns_used(s: dict[str, Any], step: str) -> int:
-    st = s["steps"].get(step, {})
-    return st.get("turns", 0) - st.get("turn_base", 0)
-
-
 def _clean(reply: ModelReply) -> ModelReply:
     """Return ``reply`` with NUL characters and lone surrogates replaced in its free text.
 
@@ -201,7 +195,7 @@ def _turn_refused(session: RunSession, step: str) -> bool:
     if why:
         block(session, "budget", f"budget exhausted: {why}")
         return True
-    if step != PLAN_STEP and _turns_used(s, step) >= session.agent.max_turns_per_step:
+    if step != PLAN_STEP and turns_used(s, step) >= session.agent.max_turns_per_step:
         block(session, "turn_limit", f"step {step} used its {session.agent.max_turns_per_step} "
               "model turns (Agent.max_turns_per_step) without finishing")
         return True
@@ -222,7 +216,7 @@ def _record_reply(session: RunSession, step: str, reply: ModelReply) -> None:
         return
     if not reply.tool_calls:
         text = reply.text or ""
-        _finish_step(session, step, turn, text, usage,
+        finish_step(session, step, turn, text, usage,
                      {**_repaired(reply), **session.reply_marks})
         return
     planned = [_plan_one(session, i, req) for i, req in enumerate(reply.tool_calls)]
@@ -335,65 +329,6 @@ def _refused(session: RunSession, step: str, turn: int, usage: dict[str, Any],
                                               "message": detail[:300], "usage": usage,
                                               **session.reply_marks})
     block(session, "model_refused", detail, events=[event])
-
-
-def _finish_step(session: RunSession, step: str, turn: int, text: str,
-                 usage: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
-    s = session.state
-    entry = next((p for p in s["plan"] if p["key"] == step), {})
-    offered = entry.get("tools") or [t.name for t in session.agent.tools]
-    unmet = step_unmet(s, step, text, offered)
-    replied = NewEvent(EventType.MODEL_REPLIED, {"step": step, "turn": turn, "text": text,
-                                         "usage": usage, "finish_reason": "stop", "calls": [],
-                                         "no_progress": 0 if not unmet
-                                         else s["guards"]["no_progress"], **(extra or {})})
-    if unmet:
-        _incomplete(session, step, turn, replied, unmet)
-        return
-    _step_done(session, step, text, [replied])
-
-
-def _step_done(session: RunSession, step: str, text: str, events: list[NewEvent],
-               short: list[dict[str, Any]] | None = None) -> None:
-    """Complete ``step`` with its answer and facts (``short``: counts it did not reach)."""
-    s = session.state
-    facts = {}
-    for t in s["turns"]:
-        if t["step"] == step:
-            for c in t["calls"]:
-                if c["id"] in s["facts"]:
-                    facts[c["id"]] = s["facts"][c["id"]]
-    output: dict[str, Any] = {"text": text[:4000], "facts": facts}
-    answer = step_output(s, step, text)
-    if answer is not None:
-        output["answer"] = answer
-    if short:
-        output["short"] = short
-    session.commit([*events, NewEvent(EventType.STEP_COMPLETED, {"step": step, "output": output})],
-                   milestone="step_complete")
-
-
-def _incomplete(session: RunSession, step: str, turn: int, replied: NewEvent,
-                unmet: Unmet) -> None:
-    """Tell the model what the step still lacks and ask again; block once its turns are used."""
-    s = session.state
-    noted = NewEvent(EventType.STEP_INCOMPLETE, {"step": step, "turn": turn,
-                                         "missing_fields": unmet.missing_fields,
-                                         "reason": unmet.detail(step)})
-    turns = _turns_used(s, step) + 1  # since the step's last reset (an operator's retry)
-    told = s["steps"].get(step, {}).get("missing") or []
-    if count_short_only(unmet) and (any(f.startswith("count:") for f in told)
-                                    or turns >= session.agent.max_turns_per_step):
-        # Told once and stopped short again: it did part of its work; the run says so.
-        _step_done(session, step, replied.data.get("text", ""), [replied, noted], unmet.short)
-        return
-    # A person's rejection will not change by asking the model again.
-    if rejection_only(unmet) or turns >= session.agent.max_turns_per_step:
-        block(session, "incomplete_step", unmet.detail(step), events=[replied, noted],
-              tool=next(iter(unmet.rejected), ""))
-        return
-    session.commit([replied, noted,
-                    NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": s["turn"] + 1})])
 
 
 def _record_plan(session: RunSession, turn: int, reply: ModelReply, usage: dict[str, Any]) -> None:
