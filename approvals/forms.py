@@ -12,16 +12,30 @@ from ledger.models import ToolLimit
 from runs.models import BudgetPolicy, ModelPrice
 
 
-class BudgetPolicyForm(forms.ModelForm):
-    """Edit a budget policy; an empty agent name is the global policy."""
+class TeamOwnedForm(forms.ModelForm):
+    """A form of a row that belongs to a team: ``teams`` are the ones the editor may pick."""
+
+    def __init__(self, *args: Any, teams: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["team"]
+        field.help_text = "The team whose runs this applies to."
+        if teams is not None:
+            field.queryset = teams
+            if len(teams) == 1:  # no choice to make: no selector
+                field.initial = teams[0].pk
+                field.widget = forms.HiddenInput()
+
+
+class BudgetPolicyForm(TeamOwnedForm):
+    """Edit a team's budget policy; an empty agent name is the team's default policy."""
 
     class Meta:
         model = BudgetPolicy
-        fields = ["agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
+        fields = ["team", "agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
                   "max_cost_micros", "max_seconds", "recovery_limit", "step_retry_limit",
                   "run_failure_limit", "on_deadline"]
         help_texts = {
-            "agent_name": "Blank = the global default for every agent.",
+            "agent_name": "Blank = the team's default for every agent.",
             "max_cost_micros": "Millionths of a dollar (1000000 = $1).",
             "run_failure_limit": "Failed attempts across all of a run's steps before it "
                                  "blocks; blank = AGENTOPS_RUN_FAILURE_LIMIT.",
@@ -58,12 +72,12 @@ class ModelPriceForm(forms.ModelForm):
         return data
 
 
-class ToolLimitForm(forms.ModelForm):
-    """Edit a tool's concurrency, rate and circuit-breaker settings."""
+class ToolLimitForm(TeamOwnedForm):
+    """Edit a team's concurrency, rate and circuit-breaker settings of one tool."""
 
     class Meta:
         model = ToolLimit
-        fields = ["tool", "concurrency", "rate_per_minute", "breaker_threshold",
+        fields = ["team", "tool", "concurrency", "rate_per_minute", "breaker_threshold",
                   "breaker_cooldown_s"]
         help_texts = {"concurrency": "Blank = unlimited.", "rate_per_minute": "Blank = unlimited."}
 
@@ -89,12 +103,12 @@ def reason_error(form: forms.Form, purpose: str = "") -> str:
     return f"A reason is required{' ' + purpose if purpose else ''}."
 
 
-class NotifyRuleForm(forms.ModelForm):
-    """Edit a routing rule: what it matches, which group and channel it reaches, its SLA."""
+class NotifyRuleForm(TeamOwnedForm):
+    """Edit a team's routing rule: what it matches, which group and channel, its SLA."""
 
     class Meta:
         model = NotifyRule
-        fields = ["name", "order", "enabled", "subject", "agent", "tool", "risk",
+        fields = ["team", "name", "order", "enabled", "subject", "agent", "tool", "risk",
                   "failure_class", "group", "channel", "sla_s", "escalate_to"]
         help_texts = {"sla_s": "Seconds until a reminder, then as many until the escalation; "
                                "0 = neither.",

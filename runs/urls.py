@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, trace, world)
+                        queue, teams, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -33,6 +33,8 @@ urlpatterns = [
     path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
     path("audit/", admin_pages.audit, name="audit"),
+    path("teams/", teams.teams_page, name="teams"),
+    path("teams/<slug:slug>/", teams.team_page, name="team"),
     path("world/", world.world_page, name="world"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
          name="login"),
