@@ -17,6 +17,13 @@ class TeamOwnedForm(forms.ModelForm):
 
     def __init__(self, *args: Any, teams: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.is_bound and not self.data.get("team"):
+            # Not sent: the row keeps its team; a new row goes to the editor's only team.
+            keep = self.instance.team_id if self.instance.pk else (
+                teams[0].pk if teams is not None and len(teams) == 1 else None)
+            if keep is not None:
+                self.data = self.data.copy()
+                self.data["team"] = keep
         field = self.fields["team"]
         field.help_text = "The team whose runs this applies to."
         if teams is not None:

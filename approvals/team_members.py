@@ -47,9 +47,12 @@ class Member:
     installation_roles: tuple[str, ...]
 
 
-def team_create(*, actor: Any, slug: str, name: str = "") -> Team:
-    """Create team ``slug`` (installation admins only) and audit it as ``team.create``."""
-    if not is_installation_admin(actor):
+def team_create(*, actor: Any, slug: str, name: str = "", from_shell: bool = False) -> Team:
+    """Create team ``slug`` and audit it as ``team.create``.
+
+    Only installation admins create teams, or whoever runs ``manage.py`` (``from_shell``).
+    """
+    if not from_shell and not is_installation_admin(actor):
         raise NotAllowed("only the installation's admins create teams")
     slug = (slug or "").strip()
     if not _SLUG.match(slug):
@@ -99,3 +102,33 @@ def team_member_set(*, actor: Any, team: Team, username: str, role: str | None,
         raise UnknownUser(f"no user {username!r}; create them first (manage.py agentops "
                           "createuser, or single sign-on)", username=username)
     membership_set(user=user, team=team, role=role, actor=actor, reason=reason)
+
+
+def team_user_add(*, username: str, team_slug: str, role: str, email: str = "",
+                  existing: bool = False, actor: Any = "cli") -> tuple[Any, bool]:
+    """Create ``username`` (no usable password) with ``role`` in team ``team_slug`` only.
+
+    With ``existing`` an existing user gets the membership instead of an error. Returns
+    (user, created). Raises TeamNotFound naming the teams that exist.
+    """
+    team = Team.objects.filter(slug=team_slug).first()
+    if team is None:
+        known = ", ".join(Team.objects.values_list("slug", flat=True)[:50]) or "none"
+        raise TeamNotFound(f"no team {team_slug!r} (teams: {known}); create it with "
+                           "`manage.py agentops createteam SLUG`", team=team_slug)
+    if role not in ALL_ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ALL_ROLES)} (got {role!r})",
+                           role=role)
+    model = get_user_model()
+    with transaction.atomic():
+        user = model.objects.filter(username=username).first()
+        if user is not None and not existing:
+            raise Conflict(f"user {username!r} already exists; pass --existing to give them "
+                           f"a role in {team_slug}", username=username)
+        created = user is None
+        if created:
+            if not username.strip():
+                raise InvalidInput("the username must not be empty")
+            user = model.objects.create_user(username=username, email=email)
+        membership_set(user=user, team=team, role=role, actor=actor)
+    return user, created

@@ -9,6 +9,7 @@ from agentops.demo.launch import demo_main
 from agentops.doctor import doctor_checks
 from agentops.errors import AgentOpsError
 from approvals.apikeys import apikey_create
+from approvals.team_members import team_create, team_user_add
 from approvals.users import user_create
 from ledger.services.rotation import sealed_rotate
 from runs.checkpoints import checkpoint_export, checkpoint_import
@@ -66,12 +67,19 @@ class Command(BaseCommand):
         u.add_argument("--key-name", default="cli", help="a label for the key")
         u.add_argument("--existing", action="store_true",
                        help="add the roles (and key) to a user that already exists")
+        u.add_argument("--team", default="", help="give the role in this team only (one "
+                       "--role); without it the roles hold in every team")
+        t = sub.add_parser("createteam", help="create a team (then add people with "
+                                              "createuser --team)")
+        t.add_argument("slug")
+        t.add_argument("--name", default="")
 
     def handle(self, *args, sub: str, **opts) -> None:
         commands = {"worker": self._worker, "sweep": self._sweep, "run": self._run,
                     "follow": self._follow, "doctor": self._doctor, "demo": self._demo,
                     "export": self._export, "import": self._import,
-                    "rotate-keys": self._rotate_keys, "createuser": self._createuser}
+                    "rotate-keys": self._rotate_keys, "createuser": self._createuser,
+                    "createteam": self._createteam}
         commands[sub](**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
@@ -144,14 +152,21 @@ class Command(BaseCommand):
         self.stdout.write(f"exported {run} to {path}")
 
     def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
-                    key_name: str, existing: bool, **_) -> None:
+                    key_name: str, existing: bool, team: str, **_) -> None:
+        if team and len(set(roles)) != 1:
+            raise CommandError("with --team give exactly one --role: a person holds one "
+                               "role in a team")
         try:
-            user, created = user_create(username=username, roles=roles, email=email,
-                                        existing=existing)
+            user, created = team_user_add(
+                username=username, team_slug=team, role=roles[0], email=email,
+                existing=existing) if team else user_create(
+                username=username, roles=roles, email=email, existing=existing)
         except AgentOpsError as exc:
             raise CommandError(exc.message) from None
         verb = "created" if created else "updated"
-        self.stdout.write(f"user {username} {verb} with roles: {', '.join(sorted(set(roles)))}")
+        where = f" in team {team} only" if team else " in every team"
+        self.stdout.write(f"user {username} {verb} with roles: "
+                          f"{', '.join(sorted(set(roles)))}{where}")
         if created:
             self.stdout.write(f"  console password: `manage.py changepassword {username}`")
         if api_key:
@@ -159,6 +174,15 @@ class Command(BaseCommand):
             self.stdout.write(f"API key {key.prefix}… (shown only this once; store it now):")
             self.stdout.write(raw)
             self.stdout.write("  use it as: Authorization: Bearer <key>")
+
+    def _createteam(self, *, slug: str, name: str, **_) -> None:
+        try:
+            team = team_create(actor="cli", slug=slug, name=name, from_shell=True)
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"team {team.slug} ({team.name}) created; add people with "
+                          f"`manage.py agentops createuser NAME --role operators --team "
+                          f"{team.slug}`")
 
     def _import(self, *, directory: str, **_) -> None:
         try:
