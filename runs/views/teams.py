@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
@@ -12,7 +12,7 @@ from agentops.errors import AgentOpsError
 from approvals.errors import NotAllowed
 from approvals.roles import TEAM_ROLES, can_admin, is_installation_admin
 from approvals.team_members import team_create, team_get_managed, team_member_set, team_members
-from approvals.teams import admin_teams
+from approvals.teams import TeamNotFound, admin_teams
 from runs.views._common import page, role_required
 
 
@@ -40,7 +40,10 @@ def teams_page(request: HttpRequest) -> HttpResponse:
 @role_required(can_admin)
 def team_page(request: HttpRequest, slug: str) -> HttpResponse:
     """Show a team's members; add one, change a role or remove one (POST username, role)."""
-    team = team_get_managed(actor=request.user, slug=slug)  # another team's: 404
+    try:
+        team = team_get_managed(actor=request.user, slug=slug)
+    except TeamNotFound as exc:  # another team's page is no more there than a missing one
+        raise Http404(exc.message) from None
     status = 200
     if request.method == "POST":
         username = request.POST.get("username", "").strip()
