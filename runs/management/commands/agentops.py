@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -21,13 +22,32 @@ from runs.services import run_start
 from runs.sweeper import sweep_once
 
 
+def _people_parsers(sub: Any) -> None:
+    """Add the subcommands that make people and teams: createuser, createteam."""
+    u = sub.add_parser("createuser", help="create a user with roles (and an API key)")
+    u.add_argument("username")
+    u.add_argument("--role", action="append", required=True, dest="roles",
+                   help="viewers | operators | support | admins (repeatable)")
+    u.add_argument("--email", default="")
+    u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
+    u.add_argument("--key-name", default="cli", help="a label for the key")
+    u.add_argument("--existing", action="store_true",
+                   help="add the roles (and key) to a user that already exists")
+    u.add_argument("--team", default="", help="give the role in this team only (one "
+                   "--role); without it the roles hold in every team")
+    t = sub.add_parser("createteam", help="create a team (then add people with "
+                                          "createuser --team)")
+    t.add_argument("slug")
+    t.add_argument("--name", default="")
+
+
 class Command(BaseCommand):
     """Start a worker host, sweep once, start and follow a run, or check the configuration."""
 
     help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | "
             "follow RUN [--inline] | doctor"
             " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys"
-            " | createuser NAME --role ROLE [--api-key]")
+            " | createuser NAME --role ROLE [--team SLUG] [--api-key] | createteam SLUG")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="sub", required=True)
@@ -58,21 +78,7 @@ class Command(BaseCommand):
         i.add_argument("directory")
         sub.add_parser("rotate-keys", help="re-seal sensitive tool arguments with the newest "
                                            "AGENTOPS_SEAL_KEYS key")
-        u = sub.add_parser("createuser", help="create a user with roles (and an API key)")
-        u.add_argument("username")
-        u.add_argument("--role", action="append", required=True, dest="roles",
-                       help="viewers | operators | support | admins (repeatable)")
-        u.add_argument("--email", default="")
-        u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
-        u.add_argument("--key-name", default="cli", help="a label for the key")
-        u.add_argument("--existing", action="store_true",
-                       help="add the roles (and key) to a user that already exists")
-        u.add_argument("--team", default="", help="give the role in this team only (one "
-                       "--role); without it the roles hold in every team")
-        t = sub.add_parser("createteam", help="create a team (then add people with "
-                                              "createuser --team)")
-        t.add_argument("slug")
-        t.add_argument("--name", default="")
+        _people_parsers(sub)
 
     def handle(self, *args, sub: str, **opts) -> None:
         commands = {"worker": self._worker, "sweep": self._sweep, "run": self._run,
