@@ -23,7 +23,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
 class NotifyRuleAdmin(ReadOnlyAdmin):
     """Routing rules; edit them on the console's Settings page (audited)."""
 
-    list_display = ("name", "order", "enabled", "subject", "group", "channel", "sla_s",
+    list_display = ("name", "team", "order", "enabled", "subject", "group", "channel", "sla_s",
                     "escalate_to")
 
 

@@ -99,6 +99,8 @@ PAGES: tuple[ConsolePage, ...] = (
                 roles=ADMIN),
     ConsolePage("settings-new-price", "settings_new", ("price",), roles=ADMIN),
     ConsolePage("settings-edit-price", "settings_edit", ("price", "{price}"), roles=ADMIN),
+    ConsolePage("teams", "teams", roles=ADMIN),
+    ConsolePage("team", "team", ("payments",), roles=ADMIN),
     ConsolePage("run-not-found", "run", ("00000000-0000-4000-8000-000000000000",), status=404),
 )
 
