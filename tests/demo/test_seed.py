@@ -29,6 +29,15 @@ def test_seed_ends_each_scenario_in_its_state(demo):
             assert user.groups.filter(name=role).exists()
     assert {t for *_, t in logins} == {"", "payments", "support-desk"}
     assert {run.team.slug for run in runs.values()} == {"payments", "support-desk"}
+    import io
+
+    from agentops.demo.launch import _banner
+
+    banner = io.StringIO()
+    _banner(banner, 8000, logins, runs, "timing")
+    assert "role: admins in team payments only" in banner.getvalue()
+    assert "role: operators in team support-desk only" in banner.getvalue()
+    assert "role: viewers in every team" in banner.getvalue()
 
 
 def test_seeding_twice_starts_nothing_new_and_repeats_no_effect(demo):
