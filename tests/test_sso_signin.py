@@ -163,6 +163,7 @@ def test_refused_callbacks_do_not_lock_single_sign_on_out(client, provider, sett
         assert sign_in(client) == "/login/"
     provider.mode = "good"
     assert sign_in(client) == "/"
+    client.post("/logout/")
     make_user("ops", "operators")
     for _ in range(3):  # password guessing is still throttled
         client.post("/login/", {"username": "ops", "password": "wrong"})
