@@ -1,4 +1,4 @@
-"""Approvals, operator interventions (the audit log) and API keys."""
+"""Approvals, operator interventions (the audit log), API keys and team memberships."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -6,10 +6,11 @@ from django.db import models
 from django.db.models import Q
 
 from approvals.notify.models import Delivery, DeliveryAttempt, NotifyRule, NotifyTrack
+from approvals.roles import TEAM_ROLES
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 
-__all__ = ["ApiKey", "Approval", "Delivery", "DeliveryAttempt", "Intervention", "NotifyRule",
-           "NotifyTrack"]
+__all__ = ["ApiKey", "Approval", "Delivery", "DeliveryAttempt", "Intervention", "Membership",
+           "NotifyRule", "NotifyTrack"]
 
 
 class Approval(models.Model):
@@ -162,3 +163,22 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Membership(models.Model):
+    """A person's role in one team (a person can be operator in one team, viewer in another)."""
+
+    team = models.ForeignKey("runs.Team", on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    role = models.CharField(max_length=20, choices=[(r, r) for r in TEAM_ROLES])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="membership_one_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} in {self.team}"

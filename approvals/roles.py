@@ -1,4 +1,11 @@
-"""Roles are Django groups; these names and predicates are the only place that knows them."""
+"""Roles, and the teams they hold in: the only place that knows role names.
+
+A role held through a Django group of the same name is installation-wide (that role in every
+team); the ``admins`` group and superusers are the installation's admins. A ``Membership``
+(approvals.models) gives a role in one team only. Every predicate takes ``team`` (a Team or
+its id): with it, the answer is for that team; without it, "in some team" (may this person
+see the page at all), except ``is_installation_admin``.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -8,11 +15,17 @@ OPERATOR = "operators"
 SUPPORT = "support"
 ADMIN = "admins"
 ALL_ROLES = (VIEWER, OPERATOR, SUPPORT, ADMIN)
+TEAM_ROLES = ALL_ROLES
 
 
-def user_roles(user: Any) -> frozenset[str]:
-    """Return the role names a user holds; superusers hold every role."""
-    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+def _active(user: Any) -> bool:
+    return (user is not None and getattr(user, "is_authenticated", False)
+            and getattr(user, "is_active", False))
+
+
+def installation_roles(user: Any) -> frozenset[str]:
+    """Return the roles ``user`` holds in every team (groups; superusers hold all)."""
+    if not _active(user):
         return frozenset()
     if user.is_superuser:
         return frozenset(ALL_ROLES)
@@ -23,32 +36,73 @@ def user_roles(user: Any) -> frozenset[str]:
     return cached
 
 
-def has_role(user: Any, *roles: str) -> bool:
-    """Return True when the user holds any of ``roles`` (admins hold all of them)."""
-    held = user_roles(user)
+def team_roles(user: Any) -> dict[int, str]:
+    """Return {team id: role} of the user's memberships (read once per user object)."""
+    if not _active(user):
+        return {}
+    cached = getattr(user, "_agentops_team_roles", None)
+    if cached is None:
+        cached = dict(user.memberships.values_list("team_id", "role"))
+        user._agentops_team_roles = cached
+    return cached
+
+
+def _team_id(team: Any) -> int:
+    return getattr(team, "pk", team)
+
+
+def user_roles(user: Any, team: Any = None) -> frozenset[str]:
+    """Return the roles ``user`` holds in ``team`` (None: installation-wide or in any team)."""
+    held = installation_roles(user)
+    if team is None:
+        return held | frozenset(team_roles(user).values())
+    role = team_roles(user).get(_team_id(team))
+    return held | {role} if role else held
+
+
+def has_role(user: Any, *roles: str, team: Any = None) -> bool:
+    """Return True when the user holds any of ``roles`` in ``team`` (admins hold all of them)."""
+    held = user_roles(user, team)
     return ADMIN in held or bool(held & set(roles))
 
 
-def can_view(user: Any) -> bool:
-    """Return True when the user may see runs at all."""
-    return bool(user_roles(user))
+def team_ids_for(user: Any, *roles: str) -> frozenset[int] | None:
+    """Return the ids of the teams where ``user`` holds any of ``roles`` (none given: any role).
+
+    None means every team: the user holds one of them installation-wide. Scope a queryset
+    with ``qs if ids is None else qs.filter(team_id__in=ids)``.
+    """
+    wanted = set(roles or ALL_ROLES) | {ADMIN}
+    if installation_roles(user) & wanted:
+        return None
+    return frozenset(t for t, role in team_roles(user).items() if role in wanted)
 
 
-def can_operate(user: Any) -> bool:
+def is_installation_admin(user: Any) -> bool:
+    """Return True for the installation's admins (the admins group, superusers)."""
+    return ADMIN in installation_roles(user)
+
+
+def can_view(user: Any, team: Any = None) -> bool:
+    """Return True when the user may see runs (of ``team``, or of some team)."""
+    return bool(user_roles(user, team))
+
+
+def can_operate(user: Any, team: Any = None) -> bool:
     """Return True when the user may resolve runs (retry, skip, rollback, terminate...)."""
-    return has_role(user, OPERATOR)
+    return has_role(user, OPERATOR, team=team)
 
 
-def can_decide_approvals(user: Any) -> bool:
+def can_decide_approvals(user: Any, team: Any = None) -> bool:
     """Return True when the user may approve, reject or edit approvals."""
-    return has_role(user, SUPPORT)
+    return has_role(user, SUPPORT, team=team)
 
 
-def can_see_results(user: Any) -> bool:
+def can_see_results(user: Any, team: Any = None) -> bool:
     """Return True when the user may read full tool results and logs (not only summaries)."""
-    return has_role(user, OPERATOR, SUPPORT)
+    return has_role(user, OPERATOR, SUPPORT, team=team)
 
 
-def can_admin(user: Any) -> bool:
-    """Return True when the user may set budgets, limits and users."""
-    return has_role(user, ADMIN)
+def can_admin(user: Any, team: Any = None) -> bool:
+    """Return True when the user may set budgets, limits and users (of ``team``, or of some)."""
+    return has_role(user, ADMIN, team=team)
