@@ -15,6 +15,8 @@ from approvals.audit import audit_record
 from approvals.errors import SignInRefused
 from approvals.roles import ALL_ROLES
 from approvals.sso_map import ClaimedRoles, RoleGrant, claimed_roles
+from approvals.users import memberships_replace
+from runs.models import Team
 
 log = logging.getLogger(__name__)
 
@@ -85,4 +87,14 @@ def _roles_set(user: Any, roles: ClaimedRoles) -> None:
     if added or removed:
         audit_record(actor=user, action="user.sso_roles", reason="single sign-on",
                      data={"added": added, "removed": removed})
-    user._agentops_roles = None  # the next role check reads the new groups
+    teams = {team.slug: team for team in Team.objects.filter(slug__in=list(roles.teams))}
+    missing = sorted(set(roles.teams) - set(teams))
+    if missing:
+        # A typo in the map must not sign anyone into the wrong team; doctor names it too.
+        log.warning("AGENTOPS_OIDC_ROLE_MAP names teams that do not exist: %s",
+                    ", ".join(missing))
+    memberships_replace(user=user, roles={team: roles.teams[slug]
+                                          for slug, team in teams.items()},
+                        actor=user, reason="single sign-on")
+    for cached in ("_agentops_team_roles", "_agentops_roles"):
+        user.__dict__.pop(cached, None)  # the next role check reads the new groups

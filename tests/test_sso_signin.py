@@ -16,11 +16,15 @@ from django.contrib.auth.models import User
 from agentops.settings_sso import sso_settings
 from approvals.models import Intervention
 from approvals.roles import user_roles
+from runs.models import Team
 from tests.console_factories import PASSWORD, make_user
 from tests.oidc_bad_provider import bad_provider, provider_env
 
 ROOT = Path(__file__).resolve().parents[1]
-ROLE_MAP = '{"agentops-operators": "operators", "agentops-admins": "admins", "agentops-viewers": "viewers"}'
+ROLE_MAP = ('{"agentops-operators": "operators", "agentops-admins": "admins", '
+            '"agentops-viewers": "viewers", "payments-ops": "payments:operators", '
+            '"payments-support": "payments:support", "research": ["research:viewers", '
+            '"ghosts:admins"]}')
 
 
 @pytest.fixture
@@ -73,6 +77,29 @@ def test_a_changed_claim_changes_the_role_at_the_next_sign_in(client, provider):
     audit = Intervention.objects.filter(action="user.sso_roles").order_by("id")
     assert [row.data for row in audit] == [{"added": ["admins"], "removed": []},
                                            {"added": ["viewers"], "removed": ["admins"]}]
+
+
+def test_team_roles_follow_the_claim_and_a_removed_group_removes_the_role(client, provider):
+    payments = Team.objects.create(slug="payments", name="Payments")
+    research = Team.objects.create(slug="research", name="Research")
+    provider.claims["groups"] = ["payments-support", "payments-ops", "research"]
+    sign_in(client)
+    user = User.objects.get(username="dana")
+    # operators wins over support in one team; "ghosts" does not exist and gives nothing
+    assert user_roles(user, payments) == {"operators"}
+    assert user_roles(user, research) == {"viewers"} and user_roles(user, None) == {
+        "operators", "viewers"}
+    assert client.get("/").status_code == 200
+    client.post("/logout/")
+    provider.claims["groups"] = ["payments-support"]
+    sign_in(client)
+    user = User.objects.get(username="dana")
+    assert user_roles(user, payments) == {"support"} and user_roles(user, research) == set()
+    changes = [row.data for row in Intervention.objects.filter(action="team.membership")
+               .order_by("id")]
+    assert changes[-2:] == [
+        {"user": "dana", "team": "research", "from": "viewers", "to": None},
+        {"user": "dana", "team": "payments", "from": "operators", "to": "support"}]
 
 
 @pytest.mark.parametrize("mode, reason", [
