@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib import auth, messages
 from django.contrib.auth.views import LoginView
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
@@ -85,12 +86,15 @@ class SsoCallback(OIDCAuthenticationCallbackView):
 def sign_out(request: HttpRequest) -> HttpResponse:
     """Sign out here, then at the provider too when the session came from it."""
     login = reverse("console:login")
-    target = login
     id_token = request.session.get("oidc_id_token")
     endpoint = getattr(settings, "AGENTOPS_OIDC_END_SESSION_ENDPOINT", "")
-    if sso_on() and id_token and endpoint:
-        query = urlencode({"id_token_hint": id_token, "client_id": settings.OIDC_RP_CLIENT_ID,
-                           "post_logout_redirect_uri": request.build_absolute_uri(login)})
-        target = f"{endpoint}?{query}"
     auth.logout(request)
-    return HttpResponseRedirect(target)
+    if not (sso_on() and id_token and endpoint):
+        return HttpResponseRedirect(login)
+    query = urlencode({"id_token_hint": id_token, "client_id": settings.OIDC_RP_CLIENT_ID,
+                       "post_logout_redirect_uri": request.build_absolute_uri(login)})
+    # A page that moves on by itself, not a redirect: the console's CSP (form-action 'self')
+    # forbids a form post from being redirected to another origin.
+    return render(request, "registration/signed_out.html", {
+        "end_session_url": f"{endpoint}?{query}",
+        "sso_name": settings.AGENTOPS_OIDC_PROVIDER_NAME})
