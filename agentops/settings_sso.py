@@ -92,9 +92,10 @@ def _identity(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _library(env: Mapping[str, str]) -> dict[str, Any]:
     algo = _env("AGENTOPS_OIDC_SIGN_ALGO", env, "RS256")
-    if not algo.startswith(("RS", "ES", "PS")):
-        raise SsoSettingError("AGENTOPS_OIDC_SIGN_ALGO must be an asymmetric algorithm the "
-                              f"provider signs ID tokens with (RS256, ES256, PS256), got {algo!r}")
+    # mozilla-django-oidc looks up the provider's key for RS* and ES* only.
+    if algo not in ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512"):
+        raise SsoSettingError("AGENTOPS_OIDC_SIGN_ALGO must be the algorithm the provider "
+                              f"signs ID tokens with: RS256/384/512 or ES256/384/512, got {algo!r}")
     return {
         "OIDC_RP_CLIENT_SECRET": _env("AGENTOPS_OIDC_CLIENT_SECRET", env),
         "OIDC_RP_SIGN_ALGO": algo,

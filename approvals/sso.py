@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from approvals.audit import audit_record
 from approvals.errors import SignInRefused
@@ -63,12 +63,17 @@ def _user(username: str, claims: dict[str, Any]) -> Any:
     model = get_user_model()
     user = model.objects.select_for_update().filter(username=username).first()
     if user is None:
-        user = model.objects.create_user(username=username)  # no usable password
-        log.info("single sign-on created the user %s", username)
-    elif user.has_usable_password():
+        try:
+            with transaction.atomic():
+                user = model.objects.create_user(username=username)  # no usable password
+            log.info("single sign-on created the user %s", username)
+        except IntegrityError:
+            # The same person's other first sign-in created it a moment ago.
+            user = model.objects.select_for_update().get(username=username)
+    if user.has_usable_password():
         raise SignInRefused(f"a local account named {username!r} signs in with a password; "
                             "single sign-on does not take it over (docs/sso.md)")
-    elif not user.is_active:
+    if not user.is_active:
         raise SignInRefused(f"the account {username!r} is deactivated here")
     user.email = str(claims.get("email") or user.email)[:254]
     user.first_name = str(claims.get("given_name") or claims.get("name") or "")[:150]

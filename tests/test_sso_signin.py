@@ -176,6 +176,7 @@ def test_sso_urls_answer_404_when_it_is_off(client, db):
      "AGENTOPS_OIDC_ROLE_MAP['ops']: 'pay ments:operators' has no valid team slug"),
     ({"AGENTOPS_OIDC_ROLE_MAP": '["ops"]'}, "AGENTOPS_OIDC_ROLE_MAP must be a JSON object"),
     ({"AGENTOPS_OIDC_JWKS_URI": ""}, "it also needs AGENTOPS_OIDC_JWKS_URI"),
+    ({"AGENTOPS_OIDC_SIGN_ALGO": "HS256"}, "AGENTOPS_OIDC_SIGN_ALGO must be the algorithm"),
 ])
 def test_a_bad_setting_stops_the_process_naming_it(extra, message):
     env = {**os.environ, **provider_env("http://127.0.0.1:9", **extra)}
