@@ -93,13 +93,16 @@ def provider(live_server, settings, tmp_path) -> Iterator[Provider]:
                 "--post-logout-uri", f"{live_server.url}/login/")
     prov.manage("oidc_user", "dana", "--password", "dana-pw-1234", "--email",
                 "dana@example.com", "--groups", "agentops-operators,payments-support")
-    prov.start()
-    for name, value in sso_settings(prov.env_for_agentops()).items():
-        setattr(settings, name, value)
-    settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, BACKEND]
-    yield prov
-    prov.proc.terminate()
-    prov.proc.wait(timeout=10)
+    try:
+        prov.start()
+        for name, value in sso_settings(prov.env_for_agentops()).items():
+            setattr(settings, name, value)
+        settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, BACKEND]
+        yield prov
+    finally:
+        if prov.proc is not None:
+            prov.proc.terminate()
+            prov.proc.wait(timeout=10)
 
 
 def _sign_in(page, live_server, provider) -> None:
