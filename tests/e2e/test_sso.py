@@ -125,6 +125,8 @@ def test_the_role_follows_the_providers_groups_at_each_sign_in(browser, live_ser
     page = context.new_page()
     page.set_default_timeout(15_000)
 
+    page.goto(f"{live_server.url}/login/")
+    shot(page, "sso_login")
     _sign_in(page, live_server, provider)
     assert page.locator("header .who .user").inner_text() == "dana"
     assert _roles(page) == ["operators", "support"]
@@ -148,4 +150,5 @@ def test_the_role_follows_the_providers_groups_at_each_sign_in(browser, live_ser
     page.fill("#idp-password", "dana-pw-1234")
     page.click("#idp-submit")
     page.get_by_role("heading", name="You have no role here").wait_for()
+    shot(page, "sso_no_role")
     context.close()
