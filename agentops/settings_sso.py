@@ -101,6 +101,8 @@ def _library(env: Mapping[str, str]) -> dict[str, Any]:
         "OIDC_RP_SIGN_ALGO": algo,
         "OIDC_RP_SCOPES": _env("AGENTOPS_OIDC_SCOPES", env, "openid email profile"),
         "OIDC_USE_PKCE": _env_bool("AGENTOPS_OIDC_PKCE", env, True),
+        # client_secret_basic (Okta's default) instead of the secret in the request body.
+        "OIDC_TOKEN_USE_BASIC_AUTH": _env_bool("AGENTOPS_OIDC_BASIC_AUTH", env, False),
         "OIDC_TIMEOUT": _env_float("AGENTOPS_OIDC_TIMEOUT_S", env, 10.0),
         "OIDC_AUTHENTICATION_CALLBACK_URL": "console:oidc_callback",
         # The ID token is kept for the provider's end-session endpoint (its id_token_hint).

@@ -38,6 +38,7 @@ class BadProvider:
                                        "email": "dana@example.com", "groups": []}
         self.codes: dict[str, str] = {}  # code → nonce of the authorization request
         self.token_requests = 0
+        self.client_auth: tuple[str, str] = ("", "")  # (Authorization header, body secret)
 
     def jwks(self) -> dict[str, Any]:
         """The published key set: only the real key."""
@@ -102,6 +103,8 @@ def _handler(provider: BadProvider) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
             provider.token_requests += 1
+            provider.client_auth = (self.headers.get("Authorization", ""),
+                                    form.get("client_secret", ""))
             nonce = provider.codes.pop(form.get("code", ""), None)
             if urlsplit(self.path).path != "/token" or nonce is None:
                 self._json({"error": "invalid_grant"}, 400)

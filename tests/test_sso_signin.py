@@ -68,6 +68,17 @@ def test_a_good_id_token_signs_in_with_the_role_the_groups_claim_gives(client, p
     assert page.status_code == 200 and "operators" in page.content.decode()
 
 
+def test_the_client_secret_goes_in_the_body_or_a_basic_header(client, provider, settings):
+    sign_in(client)
+    assert provider.client_auth == ("", "not-checked-by-this-provider")
+    client.post("/logout/")
+    settings.OIDC_TOKEN_USE_BASIC_AUTH = sso_settings(provider_env(
+        provider.base_url, AGENTOPS_OIDC_BASIC_AUTH="1"))["OIDC_TOKEN_USE_BASIC_AUTH"]
+    sign_in(client)
+    header, body_secret = provider.client_auth
+    assert header.startswith("Basic ") and body_secret == ""
+
+
 def test_a_changed_claim_changes_the_role_at_the_next_sign_in(client, provider):
     provider.claims["groups"] = ["agentops-admins"]
     sign_in(client)
