@@ -80,6 +80,8 @@ PAGES: tuple[ConsolePage, ...] = (
     _dialog("dialog-rollback", "{loop}", "rollback"),
     _dialog("dialog-terminate", "{blocked}", "terminate"),
     _dialog("dialog-confirm-executed", "{unknown}", "confirm_executed"),
+    _dialog("dialog-edit-plan", "{blocked}", "edit_plan"),
+    _dialog("dialog-restart", "{blocked}", "restart"),
     ConsolePage("confirm-page-retry", "run_action", ("{blocked}", "retry"), roles=OPERATE),
     ConsolePage("confirm-page-rollback", "run_action", ("{loop}", "rollback"), roles=OPERATE),
     ConsolePage("bulk-selected", "bulk", query="tab=blocked&run={blocked}&run={budget}",
