@@ -5,10 +5,11 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from approvals.audit_models import AuditSequence, AuditSinkCursor
 from approvals.notify.models import Delivery, DeliveryAttempt, NotifyRule, NotifyTrack
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 
-__all__ = ["ApiKey", "Approval", "Delivery", "DeliveryAttempt", "Intervention", "NotifyRule",
+__all__ = ["ApiKey", "Approval", "AuditSequence", "AuditSinkCursor", "Delivery", "DeliveryAttempt", "Intervention", "NotifyRule",
            "NotifyTrack"]
 
 
@@ -133,10 +134,15 @@ class Intervention(models.Model):
     # stuck): approvals.recommend.precedent reads the last choices made for the same one.
     signature = models.CharField(max_length=120, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The export order, given after commit in commit order (audit_models.AuditSequence says
+    # why not the id); None until numbered. The export's and the sink's cursor.
+    seq = models.BigIntegerField(null=True, blank=True, unique=True)
 
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [
+            models.Index(fields=["id"], condition=Q(seq__isnull=True),
+                         name="intervention_unnumbered"),
             models.Index(fields=["run", "-at"], name="intervention_run"),
             models.Index(fields=["signature", "-at"], name="intervention_signature"),
             models.Index(fields=["action", "-at"], name="intervention_action"),

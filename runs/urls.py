@@ -2,8 +2,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, trace, world)
+from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, keys,
+                        lists, queue, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -33,6 +33,9 @@ urlpatterns = [
     path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
     path("audit/", admin_pages.audit, name="audit"),
+    path("keys/", keys.api_keys, name="api_keys"),
+    path("keys/<int:key_id>/rotate/", keys.api_key_rotate, name="api_key_rotate"),
+    path("keys/<int:key_id>/revoke/", keys.api_key_revoke, name="api_key_revoke"),
     path("world/", world.world_page, name="world"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
          name="login"),
