@@ -14,10 +14,14 @@ from approvals.models import AuditSequence, Intervention
 
 
 def audit_record(*, actor: Any, action: str, reason: str = "", run: Any = None,
-                 data: dict[str, Any] | None = None) -> Intervention:
-    """Write an audit row for something that is not an operator action (e.g. a setting)."""
+                 data: dict[str, Any] | None = None, team: Any = None) -> Intervention:
+    """Write an audit row for something that is not an operator action (e.g. a setting).
+
+    ``team``: the team a setting belongs to (a run's row takes its run's team by itself);
+    none for installation-wide settings, which only installation admins export.
+    """
     return Intervention.objects.create(
-        run=run, actor=actor if getattr(actor, "pk", None) else None,
+        run=run, team=team, actor=actor if getattr(actor, "pk", None) else None,
         actor_name=actor.get_username() if hasattr(actor, "get_username") else str(actor or
                                                                                     "system"),
         action=action, reason=reason, data=data or {})

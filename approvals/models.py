@@ -1,5 +1,7 @@
-"""Approvals, operator interventions (the audit log) and API keys."""
+"""Approvals, operator interventions (the audit log), API keys and team memberships."""
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -7,10 +9,11 @@ from django.db.models import Q
 
 from approvals.audit_models import AuditSequence, AuditSinkCursor
 from approvals.notify.models import Delivery, DeliveryAttempt, NotifyRule, NotifyTrack
+from approvals.roles import TEAM_ROLES
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 
-__all__ = ["ApiKey", "Approval", "AuditSequence", "AuditSinkCursor", "Delivery", "DeliveryAttempt", "Intervention", "NotifyRule",
-           "NotifyTrack"]
+__all__ = ["ApiKey", "Approval", "AuditSequence", "AuditSinkCursor", "Delivery", "DeliveryAttempt",
+           "Intervention", "Membership", "NotifyRule", "NotifyTrack"]
 
 
 class Approval(models.Model):
@@ -134,6 +137,10 @@ class Intervention(models.Model):
     # stuck): approvals.recommend.precedent reads the last choices made for the same one.
     signature = models.CharField(max_length=120, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The team whose run or setting this row is about (None: installation-wide settings);
+    # the audit export scopes team admins by it. Filled from the run when not given.
+    team = models.ForeignKey("runs.Team", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
     # The export order, given after commit in commit order (audit_models.AuditSequence says
     # why not the id); None until numbered. The export's and the sink's cursor.
     seq = models.BigIntegerField(null=True, blank=True, unique=True)
@@ -152,19 +159,55 @@ class Intervention(models.Model):
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_name}"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save, naming the run's team when no team was given."""
+        if self.team_id is None and self.run_id is not None:
+            self.team_id = self.run.team_id
+        super().save(*args, **kwargs)
+
 
 class ApiKey(models.Model):
-    """A per-user API key; only its hash is stored, the key is shown once."""
+    """A person's API key for one team and one role; only its hash is stored, shown once.
+
+    What a request with it may do: the key's role, capped by what its owner holds in its
+    team now (approvals.roles, KeyScope). Rotation keeps the row and gives a new secret; the
+    old one keeps working until ``previous_until`` (a grace period) or not at all.
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
     )
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="api_keys")
+    role = models.CharField(max_length=20, choices=[(r, r) for r in TEAM_ROLES])
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True)
+    previous_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    previous_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class Membership(models.Model):
+    """A person's role in one team (a person can be operator in one team, viewer in another)."""
+
+    team = models.ForeignKey("runs.Team", on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    role = models.CharField(max_length=20, choices=[(r, r) for r in TEAM_ROLES])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["team", "user"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="membership_one_per_team"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} in {self.team}"

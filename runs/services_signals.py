@@ -70,7 +70,7 @@ def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = Non
     with transaction.atomic():
         fork = Run.objects.create(
             agent_name=run.agent_name, agent_version=version or run.agent_version, goal=run.goal,
-            input=run.input, forked_from=run, forked_at_seq=seq, parent=None,
+            input=run.input, forked_from=run, forked_at_seq=seq, parent=None, team=run.team,
             created_by=actor if getattr(actor, "pk", None) else None, last_seq=seq,
             **{f: getattr(run, f) for f in _COPIED_BUDGET},
         )

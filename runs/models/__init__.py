@@ -6,6 +6,7 @@ from runs.models.saved_view import SavedView
 from runs.models.signal import Signal
 from runs.models.snapshot import Snapshot
 from runs.models.step import Step
+from runs.models.team import Team
 from runs.models.worker import WorkerHeartbeat
 
-__all__ = ["BudgetPolicy", "ModelPrice", "Event", "Run", "SavedView", "Signal", "Snapshot", "Step", "WorkerHeartbeat"]
+__all__ = ["BudgetPolicy", "ModelPrice", "Event", "Run", "SavedView", "Signal", "Snapshot", "Step", "Team", "WorkerHeartbeat"]

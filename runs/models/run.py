@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from runs.models.team import default_team_id
 from runs.statuses import ATTENTION, TERMINAL, BlockReason, RunStatus, WaitKind
 
 
@@ -65,6 +66,9 @@ class Run(models.Model):
     urgent = models.BooleanField(
         default=False, help_text="queued after losing its worker: busy workers yield to it")
 
+    # The team that owns the run (a child inherits its parent's): who may see and act on it.
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="runs",
+                             default=default_team_id)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )

@@ -19,7 +19,8 @@ from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.queue import run_enqueue
 from runs.errors import IdempotencyConflict
 from runs.event_types import EventType
-from runs.models import Run, Step
+from runs.models import Run, Step, Team
+from runs.models.team import default_team_id
 
 _BUDGET_KEYS = {"tokens": "budget_tokens", "model_calls": "budget_model_calls",
                 "tool_calls": "budget_tool_calls", "cost_micros": "budget_cost_micros"}
@@ -29,18 +30,14 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
               budget: dict[str, Any] | None = None, idempotency_key: str | None = None,
               actor: Any = None, parent: Run | None = None, constraints: list[str] | None = None,
               enqueue: bool = True, share: dict[str, Any] | None = None,
-              restarted_from: Run | None = None) -> Run:
-    """Create a queued run of ``agent`` (its newest version) and enqueue its first tick.
-    The same ``idempotency_key`` returns the same run; with a different body it raises
-    IdempotencyConflict. ``enqueue=False`` leaves the first tick to the caller (``--inline``);
-    ``share``: a child's share of its parent's budget; ``restarted_from``: the restarted run.
+              restarted_from: Run | None = None, team: Team | None = None) -> Run:
+    """Create a queued run of ``agent`` (its newest version) for ``team`` and enqueue it.
+    The same ``idempotency_key`` returns the same run (a different body: IdempotencyConflict).
+    ``enqueue=False`` leaves the first tick to the caller; ``share``: a child's share of its
+    parent's budget. A child or a restart stays in its run's team; no team: the default team.
     """
     definition = registry.get(agent)
-    payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
-               "constraints": constraints or []}
-    check_json(payload, "$request")
-    if not goal or not goal.strip():
-        raise InvalidInput("goal must not be empty")
+    payload = _request(agent, goal, input, budget, constraints)
     fields = _cap_by_share({**budget_defaults(agent_name=agent, agent_budget=definition.budget),
                             **_budget_overrides(budget or {})}, share or {})
     request_hash = sha256_json(payload)
@@ -50,7 +47,8 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
                 agent_name=agent, agent_version=definition.version, goal=goal,
                 input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
                 created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
-                restarted_from=restarted_from, **fields)
+                restarted_from=restarted_from, team_id=_team_id(team, parent or restarted_from),
+                **fields)
             plan = _steps_create(run, definition)
             event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {
                 "agent": agent, "version": definition.version, "goal": goal,
@@ -65,6 +63,24 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
             raise
         return _same_request(idempotency_key, request_hash)
     return run
+
+
+def _request(agent: str, goal: str, input: dict[str, Any] | None,
+             budget: dict[str, Any] | None, constraints: list[str] | None) -> dict[str, Any]:
+    """Return the request an idempotency key stands for, refusing a bad one."""
+    payload = {"agent": agent, "goal": goal, "input": input or {}, "budget": budget or {},
+               "constraints": constraints or []}
+    check_json(payload, "$request")
+    if not goal or not goal.strip():
+        raise InvalidInput("goal must not be empty")
+    return payload
+
+
+def _team_id(team: Team | None, origin: Run | None) -> int:
+    """Return the owning team's id: the origin run's (child, restart), else ``team``'s."""
+    if origin is not None:
+        return origin.team_id
+    return team.pk if team is not None else default_team_id()
 
 
 def _links(parent: Run | None, restarted_from: Run | None) -> dict[str, Any]:
