@@ -79,6 +79,8 @@ def apikey_create(*, user: Any, name: str, team: Team | None = None, role: str |
         raise KeyOutranksOwner(
             f"you hold {_roles_text(held)} in team {team.slug}; a key cannot hold "
             f"{role or 'any role'} there", team=team.slug, role=role, held=sorted(held))
+    if expires_at is not None and expires_at.tzinfo is None:
+        raise BadKeyInput("expires_at needs a time zone, e.g. 2027-01-31T00:00:00Z")
     if expires_at is not None and expires_at <= clock.now():
         raise BadKeyInput("expires_at must be in the future", expires_at=expires_at.isoformat())
     raw, prefix = _new_secret()

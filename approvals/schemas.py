@@ -87,7 +87,8 @@ class ApiKeyIn(StrictIn):
     team: str = Field(min_length=1, max_length=100, description="the team's slug")
     role: Literal["viewers", "operators", "support", "admins"] = Field(
         description="never above the role you hold in that team")
-    expires_at: dt.datetime | None = Field(None, description="empty: never expires")
+    expires_at: dt.datetime | None = Field(None, strict=False,
+                                            description="with a time zone; empty: never expires")
 
 
 class ApiKeyRotateIn(StrictIn):
