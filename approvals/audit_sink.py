@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
@@ -48,6 +49,19 @@ _UDP_MAX = 8192
 def configured_sink() -> Sink | None:
     """Return the sink AGENTOPS_AUDIT_SINK declares, or None."""
     return sink_from_setting(settings.AGENTOPS_AUDIT_SINK, settings.AGENTOPS_AUDIT_SINK_SECRET)
+
+
+def audit_sink_status() -> dict[str, object] | None:
+    """Return how far the configured sink has got, for the console; None when there is none."""
+    sink = configured_sink()
+    if sink is None:
+        return None
+    cursor = AuditSinkCursor.objects.filter(sink=sink.address).first()
+    parts = urlsplit(sink.address)
+    owed = Intervention.objects.filter(
+        Q(seq__isnull=True) | Q(seq__gt=cursor.last_seq if cursor else 0)).count()
+    return {"where": f"{parts.scheme}://{parts.hostname}:{parts.port or ''}{parts.path}",
+            "cursor": cursor, "owed": owed}
 
 
 def audit_sink_send(*, limit: int = 200) -> int:

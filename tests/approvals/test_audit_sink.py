@@ -158,3 +158,15 @@ def test_a_bad_sink_address_is_refused_saying_why():
         sink_from_setting("syslog+tcp://siem.example")
     assert sink_from_setting("") is None
     assert sink_from_setting("syslog://127.0.0.1:5514").kind == "syslog-udp"
+
+
+def test_the_audit_page_shows_admins_how_far_the_stream_got_and_why_it_fails(webhook, users,
+                                                                            client):
+    _rows(2)
+    webhook.statuses = [502]
+    audit_sink_send()
+    client.force_login(users["admin"])
+    line = client.get("/audit/").content.decode().split("data-audit-sink>")[1].split("</p>")[0]
+    assert "2 rows still to send" in line and "failing" in line and "HTTP 502" in line
+    client.force_login(users["operator"])
+    assert "data-audit-sink" not in client.get("/audit/").content.decode()
