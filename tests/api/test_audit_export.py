@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 
 from approvals.audit import audit_record
@@ -153,13 +154,16 @@ def test_csv_has_a_header_escapes_and_defuses_formulas(admin):
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_cursor_walk_while_rows_commit_out_of_order_misses_and_repeats_nothing(make_user):
+def test_a_cursor_walk_while_rows_commit_out_of_order_misses_and_repeats_nothing():
     """Writers hold their transaction open a while, so ids commit out of order.
 
     One writer holds its row uncommitted until the reader has already read rows with higher
     ids: a cursor on the id would skip it; the export's cursor must not.
     """
-    client = _session(make_user("root", "admins"))
+    root = User.objects.create_user("root")
+    # get_or_create: a transactional test before this one may have flushed the groups.
+    root.groups.add(Group.objects.get_or_create(name="admins")[0])
+    client = _session(root)
     written: list[int] = []
     stop, held, release = threading.Event(), [], threading.Event()
 

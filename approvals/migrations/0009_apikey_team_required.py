@@ -1,4 +1,4 @@
-# Every key has a team now (0007 put existing ones in the default team).
+# Every key has a team now (0008 put existing ones in the default team).
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('approvals', '0007_audit_export_scoped_keys'),
+        ('approvals', '0008_scoped_keys_data'),
         ('runs', '0016_team'),
     ]
 
