@@ -15,7 +15,7 @@ from runs.checkpoints import checkpoint_export, checkpoint_import
 from runs.cli.exits import exit_code_for
 from runs.cli.follow import exceptions_text, run_follow
 from runs.cli.worker import AgentModulesBroken, worker_serve
-from runs.models import Run
+from runs.models import Run, Team
 from runs.services import run_start
 from runs.sweeper import sweep_once
 
@@ -64,6 +64,8 @@ class Command(BaseCommand):
         u.add_argument("--email", default="")
         u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
         u.add_argument("--key-name", default="cli", help="a label for the key")
+        u.add_argument("--key-team", default="default",
+                       help="the team the key acts in (its role: the user's highest there)")
         u.add_argument("--existing", action="store_true",
                        help="add the roles (and key) to a user that already exists")
 
@@ -144,7 +146,7 @@ class Command(BaseCommand):
         self.stdout.write(f"exported {run} to {path}")
 
     def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
-                    key_name: str, existing: bool, **_) -> None:
+                    key_name: str, key_team: str, existing: bool, **_) -> None:
         try:
             user, created = user_create(username=username, roles=roles, email=email,
                                         existing=existing)
@@ -155,8 +157,15 @@ class Command(BaseCommand):
         if created:
             self.stdout.write(f"  console password: `manage.py changepassword {username}`")
         if api_key:
-            key, raw = apikey_create(user=user, name=key_name)
-            self.stdout.write(f"API key {key.prefix}… (shown only this once; store it now):")
+            team = Team.objects.filter(slug=key_team).first()
+            if team is None:
+                raise CommandError(f"no team {key_team!r}")
+            try:
+                key, raw = apikey_create(user=user, name=key_name, team=team)
+            except AgentOpsError as exc:
+                raise CommandError(exc.message) from None
+            self.stdout.write(f"API key {key.prefix}… for team {team.slug} as {key.role} "
+                              "(shown only this once; store it now):")
             self.stdout.write(raw)
             self.stdout.write("  use it as: Authorization: Bearer <key>")
 
