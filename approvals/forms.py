@@ -1,4 +1,4 @@
-"""Console forms: settings (budget policies, tool limits) and approval decisions."""
+"""Console forms: settings (budget policies, tool limits), approval decisions, API keys."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,9 @@ from django import forms
 from django.conf import settings
 
 from approvals.models import NotifyRule
+from approvals.roles import TEAM_ROLES, VIEWER, team_ids_for
 from ledger.models import ToolLimit
-from runs.models import BudgetPolicy, ModelPrice
+from runs.models import BudgetPolicy, ModelPrice, Team
 
 
 class TeamOwnedForm(forms.ModelForm):
@@ -179,3 +180,28 @@ def args_diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str
         elif before != after:
             rows.append({"key": key, "kind": "changed", "before": before, "after": after})
     return rows
+
+
+class ApiKeyForm(forms.Form):
+    """A new API key: its name, team, role and how long it lives."""
+
+    name = forms.CharField(max_length=100, strip=True)
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    role = forms.ChoiceField(choices=[(r, r) for r in TEAM_ROLES], initial=VIEWER,
+                             help_text="never above your own role in that team")
+    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
+                                      label="Expires after (days)",
+                                      help_text="empty: the key never expires")
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ids = team_ids_for(user)
+        teams = Team.objects.order_by("slug")
+        self.fields["team"].queryset = teams if ids is None else teams.filter(pk__in=ids)
+
+
+class RotateForm(forms.Form):
+    """How long the old secret of a rotated key keeps working."""
+
+    grace_s = forms.TypedChoiceField(coerce=int, initial=0, choices=[
+        (0, "stops now"), (3600, "works 1 more hour"), (86400, "works 1 more day")])

@@ -1,8 +1,8 @@
 """Console URL routes (app_name "console")."""
 from django.urls import path
 
-from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, signin, teams, trace, world)
+from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, keys,
+                        lists, queue, signin, teams, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -34,6 +34,9 @@ urlpatterns = [
     path("audit/", admin_pages.audit, name="audit"),
     path("teams/", teams.teams_page, name="teams"),
     path("teams/<slug:slug>/", teams.team_page, name="team"),
+    path("keys/", keys.api_keys, name="api_keys"),
+    path("keys/<int:key_id>/rotate/", keys.api_key_rotate, name="api_key_rotate"),
+    path("keys/<int:key_id>/revoke/", keys.api_key_revoke, name="api_key_revoke"),
     path("world/", world.world_page, name="world"),
     path("login/", signin.SignInView.as_view(), name="login"),
     path("logout/", signin.sign_out, name="logout"),

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from approvals.apikeys import apikey_create
 from approvals.models import Membership, NotifyRule
 from ledger.models import ToolLimit
-from runs.models import BudgetPolicy
+from runs.models import BudgetPolicy, Team
 from tests.api.conftest import ApiClient
 from tests.console_factories import make_user
 
@@ -59,9 +59,12 @@ def test_the_cli_and_api_examples_run(settings):
     call_command("agentops", "createteam", "support-desk")
     make_user("bob")
     root = make_user("root-api", "admins")
-    api = ApiClient(apikey_create(user=root, name="doc")[1], root)
+    keys = {var: ApiClient(apikey_create(user=root, name=var, team=Team.objects.get(slug=slug))[1],
+                           root)
+            for var, slug in (("$PAYMENTS_KEY", "payments"), ("$DESK_KEY", "support-desk"))}
     for argv in (c for c in commands if c[0] == "curl"):
-        response = _curl(api, argv)
+        key = next(v for v in keys if f"Authorization: Bearer {v}" in argv)
+        response = _curl(keys[key], argv)
         assert response.status_code in (200, 201, 204), (argv, response.content)
     assert not Membership.objects.filter(user__username="bob").exists()  # added, then removed
     assert BudgetPolicy.objects.get(team__slug="payments").max_cost_micros == 5_000_000

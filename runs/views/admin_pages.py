@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from approvals.forms import BudgetPolicyForm, ModelPriceForm, NotifyRuleForm, ToolLimitForm
 from approvals.models import NotifyRule
+from approvals.audit_sink import audit_sink_status
 from approvals.roles import can_admin, is_installation_admin
 from approvals.selectors import settings_history
 from approvals.services_settings import (
@@ -107,4 +108,6 @@ def audit(request: HttpRequest) -> HttpResponse:
     rows = sel.audit_list(filters=filters, before_id=int_or_none(get.get("before")))
     params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
                               if get.get(k)}
-    return page(request, "audit.html", {"page": rows, "f": params}, partial="rows")
+    sink = audit_sink_status() if is_installation_admin(request.user) else None
+    return page(request, "audit.html", {"page": rows, "f": params, "sink": sink},
+                partial="rows")

@@ -82,7 +82,7 @@ def test_only_installation_admins_create_teams(teams):
 
 def test_the_members_api_is_scoped_to_the_teams_one_administers(teams):
     a, _, alice = teams
-    api = ApiClient(apikey_create(user=alice, name="t")[1], alice)
+    api = ApiClient(apikey_create(user=alice, name="t", team=a)[1], alice)
     put = api.put_json("/api/teams/team-a/members/bob", {"role": "support"})
     assert put.status_code == 200, put.content
     assert {m["username"]: m["role"] for m in put.json()} == {"alice": ADMIN, "bob": "support"}
@@ -96,7 +96,7 @@ def test_the_members_api_is_scoped_to_the_teams_one_administers(teams):
     assert list(Membership.objects.values_list("user__username", flat=True)) == ["alice"]
     viewer = make_user("val")
     membership_set(user=viewer, team=a, role="viewers")
-    as_viewer = ApiClient(apikey_create(user=viewer, name="t")[1], viewer)
+    as_viewer = ApiClient(apikey_create(user=viewer, name="t", team=a)[1], viewer)
     assert_error(as_viewer.get("/api/teams/team-a/members"), 403)
 
 

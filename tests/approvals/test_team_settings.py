@@ -47,8 +47,13 @@ def _console(user) -> Client:
     return client
 
 
-def _api(user) -> ApiClient:
-    return ApiClient(apikey_create(user=user, name="t")[1], user)
+def _api(user, team=None) -> ApiClient:
+    """An API client: a key of ``team`` (a key acts in its one team), else the console session."""
+    if team is not None:
+        return ApiClient(apikey_create(user=user, name="t", team=team)[1], user)
+    client = ApiClient(None, user)
+    client.force_login(user)
+    return client
 
 
 def test_the_settings_page_lists_only_the_team_admins_rows(world):
@@ -102,7 +107,7 @@ def test_model_prices_are_changed_by_installation_admins_only(world):
 
 
 def test_the_api_lists_and_reads_only_the_team_admins_rows(world):
-    api = _api(world["alice"])
+    api = _api(world["alice"], world["a"])
     policies = api.get("/api/admin/budget-policies").json()
     assert [(p["team"], p["agent_name"]) for p in policies] == [("team-a", "agent-of-team-a")]
     assert [lim["tool"] for lim in api.get("/api/admin/tool-limits").json()] == [
@@ -122,7 +127,7 @@ def test_the_api_lists_and_reads_only_the_team_admins_rows(world):
 
 
 def test_the_api_writes_into_the_team_admins_team_and_refuses_another(world):
-    api = _api(world["alice"])
+    api = _api(world["alice"], world["a"])
     assert_error(api.post_json("/api/admin/budget-policies",
                                {"agent_name": "x", "team": "team-b"}), 404, "team_not_found")
     assert_error(api.put_json("/api/admin/tool-limits/lookup?team=team-b",

@@ -103,6 +103,7 @@ PAGES: tuple[ConsolePage, ...] = (
     ConsolePage("settings-edit-price", "settings_edit", ("price", "{price}"), roles=ADMIN),
     ConsolePage("teams", "teams", roles=ADMIN),
     ConsolePage("team", "team", ("payments",), roles=ADMIN),
+    ConsolePage("api-keys", "api_keys"),
     ConsolePage("run-not-found", "run", ("00000000-0000-4000-8000-000000000000",), status=404),
 )
 
@@ -125,6 +126,8 @@ NOT_PAGES = {
     "decision_link": "opened from a signed link in a message (needs a fresh token): "
                      "tests/e2e/test_decision_link_page.py opens it in Chromium",
     "slack_interactions": "POST only: JSON answers to Slack-compatible button presses",
+    "api_key_rotate": "POST only: shows the API keys page with the new secret once",
+    "api_key_revoke": "POST only: revokes a key and redirects to the API keys page",
 }
 
 # Whole namespaces (and top-level names) that are not console pages.

@@ -17,7 +17,8 @@ from runs.checkpoints import checkpoint_export, checkpoint_import
 from runs.cli.exits import exit_code_for
 from runs.cli.follow import exceptions_text, run_follow
 from runs.cli.worker import AgentModulesBroken, worker_serve
-from runs.models import Run
+from runs.models import Run, Team
+from runs.models.team import DEFAULT_TEAM_SLUG
 from runs.services import run_start
 from runs.sweeper import sweep_once
 
@@ -35,6 +36,9 @@ def _people_parsers(sub: Any) -> None:
                    help="add the roles (and key) to a user that already exists")
     u.add_argument("--team", default="", help="give the role in this team only (one "
                    "--role); without it the roles hold in every team")
+    u.add_argument("--key-team", default="",
+                   help="the team the key acts in (default: --team, else the default team; "
+                        "its role: the user's highest there)")
     t = sub.add_parser("createteam", help="create a team (then add people with "
                                           "createuser --team)")
     t.add_argument("slug")
@@ -158,7 +162,8 @@ class Command(BaseCommand):
         self.stdout.write(f"exported {run} to {path}")
 
     def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
-                    key_name: str, existing: bool, team: str, **_) -> None:
+                    key_name: str, existing: bool, team: str,
+                    key_team: str, **_) -> None:
         if team and len(set(roles)) != 1:
             raise CommandError("with --team give exactly one --role: a person holds one "
                                "role in a team")
@@ -176,8 +181,16 @@ class Command(BaseCommand):
         if created:
             self.stdout.write(f"  console password: `manage.py changepassword {username}`")
         if api_key:
-            key, raw = apikey_create(user=user, name=key_name)
-            self.stdout.write(f"API key {key.prefix}… (shown only this once; store it now):")
+            key_team = key_team or team or DEFAULT_TEAM_SLUG
+            team = Team.objects.filter(slug=key_team).first()
+            if team is None:
+                raise CommandError(f"no team {key_team!r}")
+            try:
+                key, raw = apikey_create(user=user, name=key_name, team=team)
+            except AgentOpsError as exc:
+                raise CommandError(exc.message) from None
+            self.stdout.write(f"API key {key.prefix}… for team {team.slug} as {key.role} "
+                              "(shown only this once; store it now):")
             self.stdout.write(raw)
             self.stdout.write("  use it as: Authorization: Bearer <key>")
 
