@@ -21,6 +21,7 @@ from approvals.services_settings import (
 )
 from ledger.models import ToolLimit
 from runs import selectors as sel
+from runs.scope import visible_teams
 from runs.models import BudgetPolicy, ModelPrice
 from runs.views._common import int_or_none, page, role_required
 
@@ -39,7 +40,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     return page(request, "settings/index.html", {
         "policies": BudgetPolicy.objects.order_by("agent_name")[:200],
         "prices": sel.model_prices(),
-        "spend": sel.spend_by_agent(),
+        "spend": sel.spend_by_agent(teams=visible_teams(request.user)),
         "limits": ToolLimit.objects.order_by("tool")[:500],
         "rules": NotifyRule.objects.select_related("group", "escalate_to")[:500],
         "history": settings_history(),
@@ -81,7 +82,8 @@ def audit(request: HttpRequest) -> HttpResponse:
     filters = sel.AuditFilters(actor=get.get("actor", "").strip(), run=get.get("run", "").strip(),
                                action=get.get("action", "").strip(),
                                since=_date(get.get("since", "")), until=_date(get.get("until", "")))
-    rows = sel.audit_list(filters=filters, before_id=int_or_none(get.get("before")))
+    rows = sel.audit_list(filters=filters, teams=visible_teams(request.user),
+                          before_id=int_or_none(get.get("before")))
     params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
                               if get.get(k)}
     return page(request, "audit.html", {"page": rows, "f": params}, partial="rows")
