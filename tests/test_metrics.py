@@ -83,11 +83,14 @@ def test_runs_are_counted_by_status_and_reason(client):
     _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED)
     _run(RunStatus.SUCCEEDED)
     samples = _scrape(client)
-    assert _value(samples, "agentops_runs", status="queued", reason="") == 2
-    assert _value(samples, "agentops_runs", status="blocked", reason="budget_exhausted") == 1
-    assert _value(samples, "agentops_runs", status="blocked", reason="stalled") == 1
-    assert _value(samples, "agentops_runs", status="succeeded", reason="") == 1
-    assert ("agentops_runs", (("reason", ""), ("status", "cancelled"))) in samples
+    team = {"team": "default"}
+    assert _value(samples, "agentops_runs", status="queued", reason="", **team) == 2
+    assert _value(samples, "agentops_runs", status="blocked", reason="budget_exhausted",
+                  **team) == 1
+    assert _value(samples, "agentops_runs", status="blocked", reason="stalled", **team) == 1
+    assert _value(samples, "agentops_runs", status="succeeded", reason="", **team) == 1
+    assert ("agentops_runs", (("reason", ""), ("status", "cancelled"), ("team", "default"))
+            ) in samples
     assert _value(samples, "agentops_queue_depth") == 2
 
 
