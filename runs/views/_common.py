@@ -58,14 +58,15 @@ def perms(user: Any, team: Any = None) -> dict[str, Any]:
 
 
 def team_badges(user: Any) -> list[str]:
-    """Return "team: role" for each team membership of ``user`` (the top bar's list)."""
-    wide = sorted(installation_roles(user))
-    badges = [f"all teams: {', '.join(wide)}"] if wide else []
+    """Return "team: role" for each team membership of ``user`` (the top bar's list), after
+    "all teams: ..." for installation-wide roles; [] for a person with no membership."""
     own = team_roles(user)
-    if own:
-        slugs = dict(Team.objects.filter(pk__in=own).values_list("pk", "slug"))
-        badges += sorted(f"{slugs.get(t, t)}: {role}" for t, role in own.items())
-    return badges
+    if not own:
+        return []
+    wide = sorted(installation_roles(user))
+    slugs = dict(Team.objects.filter(pk__in=own).values_list("pk", "slug"))
+    return ([f"all teams: {', '.join(wide)}"] if wide else []) + sorted(
+        f"{slugs.get(t, t)}: {role}" for t, role in own.items())
 
 
 def page(request: HttpRequest, template: str, context: dict[str, Any], *,
