@@ -26,7 +26,3 @@ def visible_teams(user: object) -> Teams:
     """Return the teams whose runs ``user`` may see (any role held there)."""
     return team_ids_for(user)
 
-
-def team_visible(teams: Teams, team_id: int) -> bool:
-    """Return True when a row of team ``team_id`` is inside ``teams``."""
-    return teams is None or team_id in teams

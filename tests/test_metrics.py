@@ -148,3 +148,15 @@ def test_multiprocess_mode_adds_up_counters_of_every_process(tmp_path):
                          capture_output=True, text=True).stdout
     assert "agentops_recoveries_total 2.0" in out
     assert 'agentops_tool_calls_total{outcome="ok",tool="fetch"} 2.0' in out
+
+
+def test_runs_are_counted_per_team(client):
+    from runs.models import Team
+
+    ops = Team.objects.create(slug="ops", name="Ops")
+    _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED, team=ops)
+    _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED)
+    samples = _scrape(client)
+    for team in ("ops", "default"):
+        assert _value(samples, "agentops_runs", status="blocked", reason="stalled",
+                      team=team) == 1
