@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from agentops import settings_security
+from agentops import settings_security, settings_sso
 from agentops.observability.logging import logging_config
 from agentops.pricing import prices_from_setting
 from approvals.notify.declared import channels_from_setting
@@ -325,3 +325,5 @@ LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
 # Production security (secure cookies, HSTS, CSP, login throttling, whitenoise): see
 # agentops/settings_security.py and docs/security.md.
 settings_security.apply(globals(), debug=DEBUG)
+# Single sign-on with OpenID Connect, off unless AGENTOPS_OIDC_CLIENT_ID is set (docs/sso.md).
+settings_sso.apply(globals(), os.environ)

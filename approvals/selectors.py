@@ -68,6 +68,6 @@ def deliveries_for_run(*, run_id: Any, limit: int = 200) -> list[Delivery]:
 def notify_panel(*, run_id: Any) -> dict[str, Any]:
     """Return the run panel's notification facts: open SLA clocks and who was notified when."""
     clocks = [t for t in NotifyTrack.objects.filter(run_id=run_id, closed_at__isnull=True)
-              .select_related("group", "rule").order_by("created_at", "id")[:50]
+              .select_related("group", "rule__escalate_to").order_by("created_at", "id")[:50]
               if track_open(t)]
     return {"clocks": clocks, "deliveries": deliveries_for_run(run_id=run_id, limit=50)}

@@ -1,9 +1,8 @@
 """Console URL routes (app_name "console")."""
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, trace, world)
+                        queue, signin, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -34,7 +33,8 @@ urlpatterns = [
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
     path("audit/", admin_pages.audit, name="audit"),
     path("world/", world.world_page, name="world"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
-         name="login"),
-    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    path("login/", signin.SignInView.as_view(), name="login"),
+    path("logout/", signin.sign_out, name="logout"),
+    path("oidc/authenticate/", signin.SsoStart.as_view(), name="oidc_start"),
+    path("oidc/callback/", signin.SsoCallback.as_view(), name="oidc_callback"),
 ]

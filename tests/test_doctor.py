@@ -146,3 +146,19 @@ def test_connection_budget_doctor_says_when_the_hosts_exceed_max_connections(pro
     assert "raise max_connections" in over.message and "minus the reserve of 10" in over.message
     production.AGENTOPS_WORKER_HOSTS, production.AGENTOPS_WEB_DB_POOL_MAX = 1, 0
     assert "unbounded" in _by_name()["db_sessions"].message
+
+
+def test_a_role_map_naming_a_missing_team_is_reported(production):
+    from agentops.settings_sso import sso_settings
+    from runs.models import Team
+    from tests.oidc_bad_provider import provider_env
+
+    role_map = '{"pay-ops": "payments:operators", "ml": "research:viewers", "all": "viewers"}'
+    for name, value in sso_settings(provider_env("https://idp.example.com",
+                                                 AGENTOPS_OIDC_ROLE_MAP=role_map)).items():
+        setattr(production, name, value)
+    Team.objects.create(slug="payments", name="Payments")
+    check = _by_name()["sso_teams"]
+    assert not check.ok and "do not exist: research;" in check.message
+    Team.objects.create(slug="research", name="Research")
+    assert _by_name()["sso_teams"].ok

@@ -80,6 +80,8 @@ PAGES: tuple[ConsolePage, ...] = (
     _dialog("dialog-rollback", "{loop}", "rollback"),
     _dialog("dialog-terminate", "{blocked}", "terminate"),
     _dialog("dialog-confirm-executed", "{unknown}", "confirm_executed"),
+    _dialog("dialog-edit-plan", "{blocked}", "edit_plan"),
+    _dialog("dialog-restart", "{blocked}", "restart"),
     ConsolePage("confirm-page-retry", "run_action", ("{blocked}", "retry"), roles=OPERATE),
     ConsolePage("confirm-page-rollback", "run_action", ("{loop}", "rollback"), roles=OPERATE),
     ConsolePage("bulk-selected", "bulk", query="tab=blocked&run={blocked}&run={budget}",
@@ -104,7 +106,10 @@ PAGES: tuple[ConsolePage, ...] = (
 
 # Named console URLs that are not pages of their own, and why.
 NOT_PAGES = {
-    "logout": "POST only: signs out and redirects to the login page",
+    "logout": "POST only: signs out and redirects to the login page (or, after single "
+              "sign-on, a page that moves on to the provider's end-session)",
+    "oidc_start": "a redirect to the identity provider (404 unless single sign-on is on)",
+    "oidc_callback": "the identity provider's redirect back; signs in and redirects",
     "run_events": "a fragment: the run page's Events card (checked on every run-* page)",
     "run_ledger": "a fragment: the run page's Ledger card (checked on every run-* page)",
     "run_context": "a fragment loaded into the run page (checked on run-context)",
