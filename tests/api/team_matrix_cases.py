@@ -92,6 +92,8 @@ CONSOLE: dict[str, list[Case]] = {
 CONSOLE_PUBLIC = {
     "login/": "the sign-in form: no run data",
     "logout/": "signs out: no run data",
+    "oidc/authenticate/": "single sign-on: sends the browser to the OIDC provider",
+    "oidc/callback/": "single sign-on: the provider's answer signs a person in (no run data)",
     "decide/<str:token>/": "decision links authenticate by their signed token, bound to one "
                            "person (tests/approvals/test_links.py); the action still checks "
                            "that person's role in the run's team",
