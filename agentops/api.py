@@ -31,6 +31,7 @@ from ledger.api import admin_router as ledger_admin_router
 from ledger.api import router as ledger_router
 from runs.api import admin_router as runs_admin_router
 from runs.api import router as runs_router
+from runs.api_teams import router as teams_router
 
 logger = logging.getLogger("agentops.api")
 
@@ -235,6 +236,7 @@ api = _build()
 
 def _mount() -> None:
     api.add_router("/runs", runs_router)
+    api.add_router("/teams", teams_router)
     api.add_router("/tool-calls", ledger_router)
     api.add_router("/approvals", approvals_router)
     api.add_router("/keys", keys_router)

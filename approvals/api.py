@@ -11,6 +11,7 @@ from approvals.confirmation import confirmation_check
 from runs.models import Team
 from approvals.apikeys import (BadKeyInput, apikey_create, apikey_list, apikey_revoke,
                                apikey_rotate)
+from runs.scope import visible_teams
 from approvals.schemas import (
     ApiKeyCreatedOut,
     ApiKeyIn,
@@ -30,9 +31,9 @@ keys_router = Router(tags=["api keys"])
 def list_approvals(request: HttpRequest, filters: Query[ApprovalFiltersIn], cursor: str = "",
                    limit: int = Query(50, ge=1, le=200)) -> dict:
     """List approvals newest first, filtered by status, run or tool."""
-    api_auth.viewer(request)
+    user = api_auth.viewer(request)
     rows, next_cursor = sel.approval_list_page(
-        status=str(filters.status or ""), run_id=filters.run_id, tool=filters.tool,
+        teams=visible_teams(user), status=str(filters.status or ""), run_id=filters.run_id, tool=filters.tool,
         cursor=cursor, limit=limit,
     )
     return {"items": rows, "next_cursor": next_cursor}
@@ -41,8 +42,8 @@ def list_approvals(request: HttpRequest, filters: Query[ApprovalFiltersIn], curs
 @router.get("/{approval_id}", response=ApprovalOut, summary="Get an approval")
 def get_approval(request: HttpRequest, approval_id: int = Path(..., ge=1, le=2**62)):
     """Return one approval with the exact arguments it asks about."""
-    api_auth.viewer(request)
-    return sel.approval_get(approval_id=approval_id)
+    user = api_auth.viewer(request)
+    return sel.approval_get(approval_id=approval_id, teams=visible_teams(user))
 
 
 _VERBS = {"approve": "approve", "reject": "reject", "edit": "edit_args"}
@@ -52,8 +53,8 @@ _VERBS = {"approve": "approve", "reject": "reject", "edit": "edit_args"}
 def decide_approval(request: HttpRequest, body: DecisionIn,
                     approval_id: int = Path(..., ge=1, le=2**62)):
     """Approve, reject (reason required) or approve with edited ``args``."""
-    api_auth.viewer(request)  # the action checks the support/admin role itself
-    approval = sel.approval_get(approval_id=approval_id)
+    user = api_auth.viewer(request)  # the action checks the support/admin role in the team
+    approval = sel.approval_get(approval_id=approval_id, teams=visible_teams(user))
     if approval is not None and body.decision != "reject":
         confirmation_check(approval, body.confirm,
                            args=body.args if body.decision == "edit" else None)
@@ -61,7 +62,7 @@ def decide_approval(request: HttpRequest, body: DecisionIn,
     params["channel"] = "api"
     APPROVAL_ACTIONS[_VERBS[body.decision]].execute(request.auth, approval, body.reason,
                                                     **params)
-    return sel.approval_get(approval_id=approval_id)
+    return sel.approval_get(approval_id=approval_id, teams=visible_teams(user))
 
 
 @keys_router.post("", response={201: ApiKeyCreatedOut}, summary="Create an API key")

@@ -10,6 +10,8 @@ from agentops import api_auth
 from approvals import limits
 from approvals.schemas_notify import DeliveryOut, NotifyRuleIn, NotifyRuleOut
 from approvals.selectors import deliveries_for_run
+from runs.api_selectors import run_get
+from runs.scope import visible_teams
 from approvals.models import NotifyRule
 from approvals.teams import admin_scope, admin_team_get
 
@@ -55,8 +57,9 @@ def delete_rule(request: HttpRequest, rule_id: int = Path(..., ge=1, le=2**62)):
 @router.get("/deliveries", response=list[DeliveryOut], summary="List a run's deliveries")
 def list_deliveries(request: HttpRequest, run_id: uuid.UUID):
     """Return who was notified about a run, when, on which channel, with every attempt."""
-    api_auth.viewer(request)
-    return deliveries_for_run(run_id=run_id)
+    user = api_auth.viewer(request)
+    run = run_get(run_id=run_id, teams=visible_teams(user))  # another team's run: 404
+    return deliveries_for_run(run_id=run.pk)
 
 
 def _values(body: NotifyRuleIn) -> dict:

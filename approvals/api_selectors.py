@@ -7,6 +7,7 @@ from typing import Any
 from agentops.errors import NotFound
 from approvals.models import Approval
 from runs.api_selectors import BadCursor
+from runs.scope import Teams, scoped
 
 
 class ApprovalNotFound(NotFound):
@@ -15,19 +16,21 @@ class ApprovalNotFound(NotFound):
     code = "approval_not_found"
 
 
-def approval_get(*, approval_id: int) -> Approval:
-    """Return the approval or raise ApprovalNotFound."""
-    row = (Approval.objects.select_related("tool_call", "decided_by")
-           .filter(pk=approval_id).first())
+def approval_get(*, approval_id: int, teams: Teams) -> Approval:
+    """Return the approval or raise ApprovalNotFound (also for one of a team outside ``teams``)."""
+    row = (scoped(Approval.objects.select_related("tool_call", "decided_by", "run"), teams,
+                  "run__team_id").filter(pk=approval_id).first())
     if row is None:
         raise ApprovalNotFound(f"no approval {approval_id}", approval_id=approval_id)
     return row
 
 
-def approval_list_page(*, status: str = "", run_id: uuid.UUID | None = None, tool: str = "",
-                       cursor: str = "", limit: int = 50) -> tuple[list[Approval], str | None]:
-    """Return one page of approvals, newest first, and the next page's cursor."""
-    qs = Approval.objects.select_related("tool_call", "decided_by")
+def approval_list_page(*, teams: Teams, status: str = "", run_id: uuid.UUID | None = None,
+                       tool: str = "", cursor: str = "",
+                       limit: int = 50) -> tuple[list[Approval], str | None]:
+    """Return one page of approvals of runs of ``teams``, newest first, and the next cursor."""
+    qs = scoped(Approval.objects.select_related("tool_call", "decided_by"), teams,
+                "run__team_id")
     if status:
         qs = qs.filter(status=status)
     if run_id:

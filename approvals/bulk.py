@@ -23,12 +23,13 @@ from approvals.actions import BULK_ACTIONS
 from approvals.actions.base import Action
 from approvals.actions.params import params_validate
 from approvals.errors import ActionNotApplicable, NotAllowed
-from approvals.roles import has_role
+from approvals.roles import has_role, team_ids_for
 from runs.models import Run
+from runs.scope import Teams, scoped
 
 BULK_LIMIT = 1000
 PREVIEW_LIMIT = 50  # runs the confirm page lists one by one (the count covers the rest)
-DONE, REFUSED, ERROR = "done", "refused", "error"
+DONE, REFUSED, ERROR, SKIPPED = "done", "refused", "error", "skipped"
 # Refusals change nothing: the role, the run's state, or the input said no before any write.
 _REFUSALS = (PermissionDenied, ActionNotApplicable, InvalidInput)
 
@@ -42,13 +43,13 @@ class BulkLine:
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
-def bulk_count(*, run_ids: Iterable[Any] | None = None,
+def bulk_count(*, teams: Teams, run_ids: Iterable[Any] | None = None,
                queryset: QuerySet[Run] | None = None) -> int:
-    """Return how many runs a bulk action on this selection would touch."""
-    return _selection(run_ids, queryset).count()
+    """Return how many runs of ``teams`` a bulk action on this selection would touch."""
+    return _selection(run_ids, queryset, teams).count()
 
 
-def bulk_preview(*, verb: str, actor: Any, run_ids: Iterable[Any] | None = None,
+def bulk_preview(*, verb: str, actor: Any, teams: Teams, run_ids: Iterable[Any] | None = None,
                  queryset: QuerySet[Run] | None = None,
                  limit: int = PREVIEW_LIMIT) -> list[BulkLine]:
     """Return the first ``limit`` selected runs with what ``verb`` would do to each.
@@ -56,7 +57,7 @@ def bulk_preview(*, verb: str, actor: Any, run_ids: Iterable[Any] | None = None,
     Without a (known) verb the lines list the runs only.
     """
     action = BULK_ACTIONS.get(verb)
-    runs = _selection(run_ids, queryset).order_by("created_at", "id")[:limit]
+    runs = _selection(run_ids, queryset, teams).order_by("created_at", "id")[:limit]
     if action is None:
         return [BulkLine(run) for run in runs]
     lines = []
@@ -66,12 +67,14 @@ def bulk_preview(*, verb: str, actor: Any, run_ids: Iterable[Any] | None = None,
     return lines
 
 
-def bulk_apply(*, verb: str, actor: Any, reason: str, run_ids: Iterable[Any] | None = None,
+def bulk_apply(*, verb: str, actor: Any, reason: str, teams: Teams,
+               run_ids: Iterable[Any] | None = None,
                queryset: QuerySet[Run] | None = None, params: dict[str, Any] | None = None,
                confirm: str = "") -> list[dict[str, Any]]:
-    """Apply ``verb`` to each selected run; return one {run_id, goal, outcome, detail, status}
-    per run. Raise before touching any run when the verb, reason, role, confirmation or
-    selection is wrong."""
+    """Apply ``verb`` to each selected run of ``teams``; return one {run_id, goal, outcome,
+    detail, status} per run. Raise before touching any run when the verb, reason, role,
+    confirmation or selection is wrong. Runs of a team where ``actor`` lacks the action's
+    role are skipped (outcome "skipped", saying so) and never touched."""
     action = BULK_ACTIONS.get(verb)
     if action is None:
         raise InvalidInput(f"no bulk action {verb!r}; known: {', '.join(BULK_ACTIONS)}")
@@ -84,13 +87,22 @@ def bulk_apply(*, verb: str, actor: Any, reason: str, run_ids: Iterable[Any] | N
     if rule is not None:
         rule.check(confirm, action=verb)
     params = params_validate(verb, action.params, params or {})
-    runs = _selection(run_ids, queryset)
+    runs = _selection(run_ids, queryset, teams)
     count = runs.count()
     if count > BULK_LIMIT:
         raise InvalidInput(f"{count} runs match; narrow the selection to {BULK_LIMIT} or fewer")
     bulk_id = clock.new_id("bulk")
+    allowed = team_ids_for(actor, *action.roles)
     return [_one(action, run, actor, reason, bulk_id, {**params, "confirm": confirm})
-            for run in runs.order_by("created_at", "id")]
+            if allowed is None or run.team_id in allowed else _skipped(action, run)
+            for run in runs.select_related("team").order_by("created_at", "id")]
+
+
+def _skipped(action: Action, run: Run) -> dict[str, Any]:
+    roles = " or ".join(action.roles)
+    return {"run_id": run.pk, "goal": run.goal[:200], "outcome": SKIPPED, "status": run.status,
+            "detail": f"skipped: you do not hold the {roles} role in team {run.team.slug}; "
+                      "nothing was changed"}
 
 
 def _one(action: Action, run: Run, actor: Any, reason: str, bulk_id: str,
@@ -122,9 +134,11 @@ def _status(run: Run) -> str:
     return Run.objects.filter(pk=run.pk).values_list("status", flat=True).first() or ""
 
 
-def _selection(run_ids: Iterable[Any] | None, queryset: QuerySet[Run] | None) -> QuerySet[Run]:
+def _selection(run_ids: Iterable[Any] | None, queryset: QuerySet[Run] | None,
+               teams: Teams) -> QuerySet[Run]:
+    """Return the selected runs inside ``teams`` (an id of another team's run selects nothing)."""
     if (run_ids is None) == (queryset is None):
         raise InvalidInput("select runs by id or by a filter (exactly one of them)")
     if queryset is not None:
-        return queryset
-    return Run.objects.filter(pk__in=list(run_ids))
+        return scoped(queryset, teams)
+    return scoped(Run.objects.filter(pk__in=list(run_ids)), teams)

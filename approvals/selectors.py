@@ -8,21 +8,25 @@ from django.db.models import F, Q
 from approvals.models import Approval, ApprovalVote, Delivery, Intervention, NotifyTrack
 from approvals.notify.escalation import track_open
 from approvals.statuses import ApprovalStatus
+from runs.scope import Teams, scoped
 
 INBOX_LIMIT = 100
 
 
-def approval_list_pending(*, user: Any = None, limit: int = INBOX_LIMIT) -> list[Approval]:
-    """Return pending approvals, the soonest to expire first (no expiry last)."""
-    qs = (Approval.objects.filter(status=ApprovalStatus.PENDING)
-          .select_related("run", "tool_call", "assigned_group")
+def approval_list_pending(*, teams: Teams, user: Any = None,
+                          limit: int = INBOX_LIMIT) -> list[Approval]:
+    """Return pending approvals of runs of ``teams``, the soonest to expire first (no expiry
+    last)."""
+    qs = (scoped(Approval.objects.filter(status=ApprovalStatus.PENDING), teams, "run__team_id")
+          .select_related("run", "run__team", "tool_call", "assigned_group")
           .order_by(F("expires_at").asc(nulls_last=True), "created_at", "id"))
     return list(qs[:limit])
 
 
-def approval_list_decided(*, limit: int = 50, before_id: int | None = None) -> list[Approval]:
-    """Return decided, expired or stale approvals, the newest first."""
-    qs = (Approval.objects.exclude(status=ApprovalStatus.PENDING)
+def approval_list_decided(*, teams: Teams, limit: int = 50,
+                          before_id: int | None = None) -> list[Approval]:
+    """Return decided, expired or stale approvals of runs of ``teams``, the newest first."""
+    qs = (scoped(Approval.objects.exclude(status=ApprovalStatus.PENDING), teams, "run__team_id")
           .select_related("run", "decided_by").order_by("-id"))
     if before_id:
         qs = qs.filter(id__lt=before_id)
@@ -40,9 +44,10 @@ def approval_votes(approvals: list[Approval]) -> dict[int, list[dict[str, Any]]]
     return out
 
 
-def approval_get(*, approval_id: int) -> Approval | None:
-    """Return one approval with its run and tool call, or None."""
-    return Approval.objects.select_related("run", "tool_call").filter(pk=approval_id).first()
+def approval_get(*, approval_id: int, teams: Teams) -> Approval | None:
+    """Return one approval of a run of ``teams`` with its run and tool call, or None."""
+    return (scoped(Approval.objects.select_related("run", "tool_call"), teams, "run__team_id")
+            .filter(pk=approval_id).first())
 
 
 def settings_history(*, teams: list[str] | None, limit: int = 30) -> list[Intervention]:

@@ -5,6 +5,8 @@ from django.http import HttpRequest
 from ninja import Path, Query, Router
 
 from agentops import api_auth
+from approvals.roles import can_see_results
+from runs.scope import visible_teams
 from approvals import limits
 from approvals.teams import admin_scope, admin_team_get
 from ledger import api_selectors as sel
@@ -27,12 +29,11 @@ class ToolLimitNotFound(limits.NotFound):
 def get_tool_call(request: HttpRequest, tool_call_id: str = Path(..., max_length=40),
                   expand: bool = False):
     """Return a tool call; ``expand=true`` adds the full result (operators, support, admins)."""
+    user = api_auth.viewer(request)
+    call = sel.toolcall_get(tool_call_id=tool_call_id, teams=visible_teams(user))
     if expand:
-        api_auth.require(request, api_auth.can_see_results, "read full tool results")
-    else:
-        api_auth.viewer(request)
-    call = sel.toolcall_get(tool_call_id=tool_call_id)
-    if expand:
+        api_auth.require(request, lambda u: can_see_results(u, call.run.team_id),
+                         "read full tool results")
         call.result, call.result_content_type = sel.toolcall_result(call=call)
     return call
 

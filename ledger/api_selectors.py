@@ -14,13 +14,16 @@ from ledger.artifacts import artifact_read
 from ledger.errors import ToolCallNotFound
 from ledger.models import Artifact, ToolCall
 from ledger.secrets import run_secrets
+from runs.scope import Teams, scoped
 
 _SCRUBBED = ("facts", "summary", "error", "args", "approved_args")
 
 
-def toolcall_get(*, tool_call_id: str) -> ToolCall:
-    """Return the tool call (its text fields scrubbed of the run's secrets) or raise."""
-    call = ToolCall.objects.filter(tool_call_id=tool_call_id).first()
+def toolcall_get(*, tool_call_id: str, teams: Teams) -> ToolCall:
+    """Return the tool call (its text fields scrubbed of the run's secrets) or raise
+    ToolCallNotFound (also for a call of a run of a team outside ``teams``)."""
+    call = scoped(ToolCall.objects.select_related("run"), teams, "run__team_id").filter(
+        tool_call_id=tool_call_id).first()
     if call is None:
         raise ToolCallNotFound(f"no tool call {tool_call_id}", tool_call_id=tool_call_id)
     call.secrets = run_secrets(call.run_id)

@@ -43,6 +43,11 @@ from runs.schemas import (
     StepOut,
 )
 from runs.services_signals import run_fork, run_signal
+from runs.api_teams import team_for_start
+from runs.scope import visible_teams
+from approvals.roles import can_operate
+from approvals.errors import NotAllowed
+from runs.models import Run
 
 router = Router(tags=["runs"])
 admin_router = Router(tags=["admin"])
@@ -52,7 +57,7 @@ def as_query(filters: RunFiltersIn) -> sel.RunQuery:
     """Return the selector query for the API filters."""
     return sel.RunQuery(
         statuses=[str(s) for s in filters.status], agent=filters.agent,
-        reason=str(filters.reason or ""), text=filters.text,
+        reason=str(filters.reason or ""), text=filters.text, team=filters.team,
         created_after=filters.created_after, created_before=filters.created_before,
     )
 
@@ -61,8 +66,9 @@ def as_query(filters: RunFiltersIn) -> sel.RunQuery:
 def list_runs(request: HttpRequest, filters: Query[RunFiltersIn], cursor: str = "",
               limit: int = Query(50, ge=1, le=200)) -> dict:
     """List runs newest first, filtered; follow ``next_cursor`` for the next page."""
-    api_auth.viewer(request)
-    rows, next_cursor = sel.run_list_page(query=as_query(filters), cursor=cursor, limit=limit)
+    user = api_auth.viewer(request)
+    rows, next_cursor = sel.run_list_page(query=as_query(filters), teams=visible_teams(user),
+                                          cursor=cursor, limit=limit)
     return {"items": rows, "next_cursor": next_cursor}
 
 
@@ -77,42 +83,56 @@ def create_run(request: HttpRequest, body: RunCreateIn,
     user = api_auth.operator(request)
     budget = body.budget.model_dump(exclude_none=True) if body.budget else None
     scoped = f"api:u{user.pk}:{idempotency_key}" if idempotency_key else None
+    team = team_for_start(user, body.team)
     run = services.run_start(agent=body.agent, goal=body.goal, input=body.input, budget=budget,
                              idempotency_key=scoped, actor=user,
-                             constraints=body.constraints)
+                             constraints=body.constraints, team=team)
     return Status(201, run)
 
 
 @router.post("/bulk-actions", response=BulkActionOut, summary="Act on many runs")
 def act_on_runs(request: HttpRequest, body: BulkActionIn) -> dict:
     """Apply one action to runs by id or by filter; each run gets done / refused and why."""
-    api_auth.viewer(request)  # the action checks its own roles for every run
-    queryset = sel.run_query(query=as_query(body.filter)) if body.filter is not None else None
+    user = api_auth.viewer(request)  # the action checks its own roles for every run
+    teams = visible_teams(user)
+    queryset = (sel.run_query(query=as_query(body.filter), teams=teams)
+                if body.filter is not None else None)
     run_ids = body.run_ids
-    count = bulk_count(run_ids=run_ids, queryset=queryset)
+    count = bulk_count(run_ids=run_ids, queryset=queryset, teams=teams)
     if body.preview:
         lines = bulk_preview(verb=body.action, actor=request.auth, run_ids=run_ids,
-                             queryset=queryset)
+                             queryset=queryset, teams=teams)
         return {"count": count, "results": [], "previews": [
             {"run_id": str(line.run.pk), "refusal": line.refusal, "calls": line.calls}
             for line in lines]}
-    results = bulk_apply(verb=body.action, actor=request.auth, reason=body.reason,
+    results = bulk_apply(verb=body.action, actor=request.auth, reason=body.reason, teams=teams,
                          run_ids=run_ids, queryset=queryset, confirm=body.confirm)
     return {"count": count, "results": [{**r, "run_id": str(r["run_id"])} for r in results]}
+
+
+def _visible(request: HttpRequest, run_id: uuid.UUID) -> Run:
+    """Return the run if the caller sees its team; another team's run is 404, like none."""
+    user = api_auth.viewer(request)
+    return sel.run_get(run_id=run_id, teams=visible_teams(user))
+
+
+def _operator_of(request: HttpRequest, run: Run):
+    """Return the caller if they hold the operator role in ``run``'s team, else 403."""
+    if not can_operate(request.auth, run.team_id):
+        raise NotAllowed("your role in this run's team does not allow you to act on runs")
+    return request.auth
 
 
 @router.get("/{run_id}", response=RunOut, summary="Get a run")
 def get_run(request: HttpRequest, run_id: uuid.UUID):
     """Return a run's projection: status, wait, attention, usage against budgets."""
-    api_auth.viewer(request)
-    return sel.run_get(run_id=run_id)
+    return _visible(request, run_id)
 
 
 @router.get("/{run_id}/steps", response=list[StepOut], summary="List a run's steps")
 def list_steps(request: HttpRequest, run_id: uuid.UUID):
     """Return the run's plan steps in order."""
-    api_auth.viewer(request)
-    return sel.step_list(run=sel.run_get(run_id=run_id))
+    return sel.step_list(run=_visible(request, run_id))
 
 
 @router.get("/{run_id}/events", response=EventPageOut, summary="Read a run's events")
@@ -120,8 +140,7 @@ def list_events(request: HttpRequest, run_id: uuid.UUID,
                 after_seq: int = Query(0, ge=0, le=2**62),
                 limit: int = Query(100, ge=1, le=1000)) -> dict:
     """Return events after ``after_seq`` in order; call again with ``last_seq`` to tail."""
-    api_auth.viewer(request)
-    run = sel.run_get(run_id=run_id)
+    run = _visible(request, run_id)
     rows, more = sel.event_list_after(run=run, after_seq=after_seq, limit=limit)
     return {"items": rows, "last_seq": rows[-1].seq if rows else after_seq, "has_more": more}
 
@@ -130,8 +149,7 @@ def list_events(request: HttpRequest, run_id: uuid.UUID,
             summary="Why an event happened")
 def event_cause(request: HttpRequest, run_id: uuid.UUID, seq: int = Path(..., ge=1, le=2**62)):
     """Return the event's chain of causes back to its root (start, action, recovery, signal)."""
-    api_auth.viewer(request)
-    run = sel.run_get(run_id=run_id)
+    run = _visible(request, run_id)
     return event_cause_chain(run_id=run.pk, seq=seq).as_json()
 
 
@@ -140,40 +158,36 @@ def list_tool_calls(request: HttpRequest, run_id: uuid.UUID,
                     offset: int = Query(0, ge=0, le=10**9),
                     limit: int = Query(100, ge=1, le=500)):
     """Return the run's ledger in call order (sensitive arguments redacted)."""
-    api_auth.viewer(request)
-    return sel.toolcall_list(run=sel.run_get(run_id=run_id), offset=offset, limit=limit)
+    return sel.toolcall_list(run=_visible(request, run_id), offset=offset, limit=limit)
 
 
 @router.get("/{run_id}/snapshots", response=list[SnapshotOut], summary="List snapshots")
 def list_snapshots(request: HttpRequest, run_id: uuid.UUID,
                    limit: int = Query(20, ge=1, le=200)):
     """Return the newest snapshot headers of a run."""
-    api_auth.viewer(request)
-    return sel.snapshot_list(run=sel.run_get(run_id=run_id), limit=limit)
+    return sel.snapshot_list(run=_visible(request, run_id), limit=limit)
 
 
 @router.get("/{run_id}/snapshots/{seq}", response=SnapshotStateOut, summary="Get a snapshot")
 def get_snapshot(request: HttpRequest, run_id: uuid.UUID,
                  seq: int = Path(..., ge=1, le=2**62)):
     """Return one snapshot with its full state."""
-    api_auth.viewer(request)
-    return sel.snapshot_get(run=sel.run_get(run_id=run_id), seq=seq)
+    return sel.snapshot_get(run=_visible(request, run_id), seq=seq)
 
 
 @router.get("/{run_id}/signals", response=list[SignalOut], summary="List a run's signals")
 def list_signals(request: HttpRequest, run_id: uuid.UUID,
                  limit: int = Query(100, ge=1, le=500)):
     """Return the signals sent to a run, newest first."""
-    api_auth.viewer(request)
-    return sel.signal_list(run=sel.run_get(run_id=run_id), limit=limit)
+    return sel.signal_list(run=_visible(request, run_id), limit=limit)
 
 
 @router.post("/{run_id}/cancel", response=RunOut, summary="Cancel a run")
 def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
     """Cancel a run (the terminate action: audited, its pending approvals go stale); a run
     that has already ended is 409."""
-    user = api_auth.operator(request)
-    run = sel.run_get(run_id=run_id)
+    run = _visible(request, run_id)
+    user = _operator_of(request, run)
     action_for(Terminate.verb).execute(user, run, body.reason, confirm=body.confirm)
     run.refresh_from_db()
     return run
@@ -182,15 +196,17 @@ def cancel_run(request: HttpRequest, run_id: uuid.UUID, body: CancelIn):
 @router.post("/{run_id}/fork", response={201: RunOut}, summary="Fork a run")
 def fork_run(request: HttpRequest, run_id: uuid.UUID, body: ForkIn):
     """Start a new run from this run's state after event ``seq`` (try an alternative)."""
-    user = api_auth.operator(request)
-    return Status(201, run_fork(run=sel.run_get(run_id=run_id), seq=body.seq, actor=user))
+    run = _visible(request, run_id)
+    user = _operator_of(request, run)
+    return Status(201, run_fork(run=run, seq=body.seq, actor=user))
 
 
 @router.post("/{run_id}/signals", response=SignalOut, summary="Send a signal")
 def send_signal(request: HttpRequest, run_id: uuid.UUID, body: SignalIn):
     """Deliver a named signal; the same ``key`` again returns the first delivery."""
-    api_auth.operator(request)
-    return run_signal(run=sel.run_get(run_id=run_id), name=body.name, payload=body.payload,
+    run = _visible(request, run_id)
+    _operator_of(request, run)
+    return run_signal(run=run, name=body.name, payload=body.payload,
                       key=body.key)
 
 
@@ -198,8 +214,7 @@ def send_signal(request: HttpRequest, run_id: uuid.UUID, body: SignalIn):
              summary="Preview an action on a run")
 def preview_action(request: HttpRequest, run_id: uuid.UUID, body: ActionPreviewIn) -> dict:
     """Say what an action would do (its dialog's lines and plan diff), or why it is refused."""
-    api_auth.viewer(request)
-    action, run = RUN_ACTIONS[body.action], sel.run_get(run_id=run_id)
+    action, run = RUN_ACTIONS[body.action], _visible(request, run_id)
     params = body.params.model_dump(exclude_unset=True)
     refusal = action.refusal(request.auth, run)
     rule = None if refusal else action.confirmation(run, **params)
@@ -212,9 +227,8 @@ def preview_action(request: HttpRequest, run_id: uuid.UUID, body: ActionPreviewI
 @router.post("/{run_id}/actions", response=ActionOut, summary="Act on a run")
 def act_on_run(request: HttpRequest, run_id: uuid.UUID, body: ActionIn) -> dict:
     """Apply an operator action (retry, skip, ...) with a reason; refusals change nothing."""
-    api_auth.viewer(request)  # each action checks its own roles (operators, admins)
     params = body.params.model_dump(exclude_unset=True)
-    run = sel.run_get(run_id=run_id)
+    run = _visible(request, run_id)  # the action checks its own roles in the run's team
     changes = RUN_ACTIONS[body.action].execute(request.auth, run, body.reason,
                                                confirm=body.confirm, **params)
     run.refresh_from_db()

@@ -19,6 +19,7 @@ from agentops.errors import AgentOpsError, NotFound
 from ledger.models import ToolCall
 from runs.errors import RunNotFound
 from runs.models import Event, Run, Signal, Snapshot, Step
+from runs.scope import Teams, scoped
 from runs.selectors import QueueFilters, run_filter
 
 
@@ -41,24 +42,26 @@ class RunQuery:
 
     statuses: list[str]
     agent: str = ""
+    team: str = ""
     reason: str = ""
     text: str = ""
     created_after: dt.datetime | None = None
     created_before: dt.datetime | None = None
 
 
-def run_get(*, run_id: Any) -> Run:
-    """Return the run or raise RunNotFound."""
-    run = Run.objects.filter(pk=run_id).first()
+def run_get(*, run_id: Any, teams: Teams) -> Run:
+    """Return the run or raise RunNotFound (also for a run of a team outside ``teams``)."""
+    run = scoped(Run.objects.select_related("team"), teams).filter(pk=run_id).first()
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return run
 
 
-def run_query(*, query: RunQuery) -> QuerySet[Run]:
-    """Return the runs matching ``query`` (unordered, unevaluated)."""
+def run_query(*, query: RunQuery, teams: Teams) -> QuerySet[Run]:
+    """Return the runs of ``teams`` matching ``query`` (unordered, unevaluated)."""
     qs = run_filter(tab="all", filters=QueueFilters(agent=query.agent, reason=query.reason,
-                                                     q=query.text))
+                                                     q=query.text, team=query.team),
+                    teams=teams)
     if query.statuses:
         qs = qs.filter(status__in=query.statuses)
     if query.created_after:
@@ -85,10 +88,10 @@ def _decode(cursor: str) -> tuple[dt.datetime, uuid.UUID]:
         raise BadCursor("the cursor is not valid; start again without one") from None
 
 
-def run_list_page(*, query: RunQuery, cursor: str = "",
+def run_list_page(*, query: RunQuery, teams: Teams, cursor: str = "",
                   limit: int = 50) -> tuple[list[Run], str | None]:
     """Return one page of runs, newest first, and the next page's cursor (None at the end)."""
-    qs = run_query(query=query)
+    qs = run_query(query=query, teams=teams).select_related("team")
     if cursor:
         stamp, pk = _decode(cursor)
         qs = qs.filter(Q(created_at__lt=stamp) | Q(created_at=stamp, pk__lt=pk))

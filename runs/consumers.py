@@ -1,4 +1,9 @@
-"""Websocket consumers: pages hear committed run changes (who did what); run pages share presence."""
+"""Websocket consumers: pages hear committed run changes (who did what); run pages share presence.
+
+A page hears only runs of the teams its user sees: the queue consumer joins each of those
+teams' groups (an installation-wide role: the installation-wide group), and a run page is
+refused (4404) unless its user sees the run's team, exactly as for a run that does not exist.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -12,10 +17,13 @@ from channels.layers import channel_layers
 from redis.exceptions import RedisError
 
 from approvals.roles import can_view
-from runs.live import QUEUE_GROUP, run_group
+from runs.live import QUEUE_GROUP, run_group, team_group
+from runs.models import Run
+from runs.scope import scoped, visible_teams
 
 log = logging.getLogger("agentops.live")
 _FORBIDDEN = 4403
+_NO_SUCH_RUN = 4404  # none, or another team's: the same answer
 # An open websocket whose channel layer (Redis) went away (daphne accepts no 1011 from us).
 _LAYER_LOST = 4503
 _outage = {"down": False}  # one log line when Redis goes away, one when it answers again
@@ -64,8 +72,11 @@ class QueueConsumer(AsyncJsonWebsocketConsumer):
         if not await _may_view(user):
             await self.close(code=_FORBIDDEN)
             return
-        self.groups_joined = [QUEUE_GROUP]
-        await self.channel_layer.group_add(QUEUE_GROUP, self.channel_name)
+        teams = await database_sync_to_async(visible_teams)(user)
+        self.groups_joined = ([QUEUE_GROUP] if teams is None
+                              else [team_group(t) for t in sorted(teams)])
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
@@ -89,6 +100,9 @@ class RunConsumer(QueueConsumer):
             await self.close(code=_FORBIDDEN)
             return
         self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        if not await database_sync_to_async(_sees_run)(user, self.run_id):
+            await self.close(code=_NO_SUCH_RUN)
+            return
         self.group = run_group(self.run_id)
         self.username = user.get_username()
         self.viewers: dict[str, str] = {}
@@ -148,6 +162,11 @@ async def _layer_lost(layer: Any, exc: BaseException) -> None:
     if close_pools is not None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(close_pools(), timeout=2)
+
+
+def _sees_run(user: Any, run_id: str) -> bool:
+    """Return True when the run exists in a team ``user`` sees."""
+    return scoped(Run.objects.filter(pk=run_id), visible_teams(user)).exists()
 
 
 async def _may_view(user: Any) -> bool:

@@ -21,10 +21,11 @@ TABS = ("waiting", "blocked", "unknown", "approvals", "running", "succeeded", "e
 DEFAULT_TAB = "blocked"
 AGES = {"5m": dt.timedelta(minutes=5), "1h": dt.timedelta(hours=1),
         "1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7)}
-FILTER_KEYS = ("agent", "reason", "tool", "age", "q", "sig", "owner", "since")
+FILTER_KEYS = ("agent", "reason", "tool", "age", "q", "sig", "owner", "since", "team")
 # Everything a list URL may carry; a saved view keeps all but the cursor (a position).
 KEYS = frozenset({"tab", "view", "cursor", *FILTER_KEYS})
 MAX_VALUE = 200
+_SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
 _SINCE = re.compile(r"^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d)?)?$")
 
 
@@ -40,6 +41,7 @@ class QueueFilters:
     sig: str = ""
     owner: str = ""
     since: str = ""
+    team: str = ""  # a team's slug (only teams the viewer sees match anything)
 
     def as_params(self) -> dict[str, str]:
         """Return the non-empty filters as GET parameters."""
@@ -98,6 +100,8 @@ def _check(key: str, value: str) -> str:
         return f"reason “{value}” is not a reason a run stops for"
     if key == "since" and since_parse(value) is None:
         return f"since “{value}” is not a date (use 2026-11-30 or 2026-11-30T14:00, UTC)"
+    if key == "team" and not _SLUG.match(value):
+        return f"team “{value}” is not a team's short name (letters, digits, - and _)"
     if key == "cursor" and cursor_parse(value) is None:
         return "the page cursor is not valid (showing the first page)"
     return ""

@@ -12,6 +12,11 @@ so nothing is sent when no page of this process listens.
 
 ``live_publish(run_id, kind, data)`` is the small public API for other live messages (for
 example token streaming): ``kind`` is dotted (``"run.tokens"``), ``data`` plain JSON.
+
+Teams: a message goes to the run's own group, to its team's queue group and to the
+installation-wide queue group. A page joins the queue group of each team its user sees (or
+the installation-wide one for an installation-wide role), so it never hears of another team's
+run; a run page is refused unless its user sees the run's team (runs.consumers).
 """
 from __future__ import annotations
 
@@ -27,6 +32,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
+from runs.models import Run
+
 log = logging.getLogger(__name__)
 QUEUE_GROUP = "queue"
 COALESCE_S = 0.25
@@ -34,6 +41,7 @@ _UNSET = object()
 _layer: Any = _UNSET
 _last_sent: dict[str, float] = {}
 _pending: dict[str, dict[str, Any]] = {}
+_TEAM = "_team"  # the run's team id, kept with a coalesced change until it is sent
 
 # Past tense of each operator action, for "alice retried this run".
 _DONE = {
@@ -51,6 +59,19 @@ def run_group(run_id: Any) -> str:
     return f"run.{run_id}"
 
 
+def team_group(team_id: int) -> str:
+    """Return the channel-layer group of the queue and inbox pages of one team's members."""
+    return f"queue.team.{team_id}"
+
+
+def _groups(run_id: Any, team_id: int | None) -> tuple[str, ...]:
+    """Return the groups a message about ``run_id`` (of team ``team_id``) goes to."""
+    if team_id is None:  # the engine passes the team; other callers may not
+        team_id = Run.objects.filter(pk=run_id).values_list("team_id", flat=True).first()
+    base = (run_group(run_id), QUEUE_GROUP)
+    return base if team_id is None else (*base, team_group(team_id))
+
+
 def action_phrase(action: str, actor: str) -> str:
     """Return what a person did to a run in words, e.g. "alice retried this run"."""
     done = _DONE.get(action) or (action.split(".")[-1].replace("_", " ") + " on")
@@ -58,16 +79,18 @@ def action_phrase(action: str, actor: str) -> str:
 
 
 def live_publish(run_id: Any, kind: str = "run.changed", data: dict[str, Any] | None = None,
-                 ) -> None:
-    """Send ``kind`` with ``data`` to the run's page and the queue once the change commits."""
+                 *, team_id: int | None = None) -> None:
+    """Send ``kind`` with ``data`` to the run's page and its team's queue pages once the
+    change commits (``team_id``: the run's team, read from the run when not given)."""
     if _channel_layer() is None:
         return
     message = {"type": "live.message", "kind": kind, "run_id": str(run_id), **(data or {})}
-    transaction.on_commit(lambda: _send(message))
+    groups = _groups(run_id, team_id)
+    transaction.on_commit(lambda: _send(message, groups))
 
 
 def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
-                     lease_holder: bool = False,
+                     lease_holder: bool = False, team_id: int | None = None,
                      before_send: Callable[[], None] | None = None) -> None:
     """Publish that ``run_id`` changed (the engine hook; a lease holder's units coalesce).
 
@@ -84,25 +107,26 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
     if lease_holder and not status:
         now = time.monotonic()
         if now - _last_sent.get(key, 0.0) < COALESCE_S:
-            _pending[key] = data
+            _pending[key] = {**data, _TEAM: team_id}
             return
         _last_sent[key] = now
     else:
         _pending.pop(key, None)
         _last_sent.pop(key, None)
-    if before_send is not None and _heard(key):
+    if before_send is not None and _heard(key, team_id):
         before_send()
-    live_publish(key, "run.changed", data)
+    live_publish(key, "run.changed", data, team_id=team_id)
 
 
 def live_flush(run_id: Any, *, before_send: Callable[[], None] | None = None) -> None:
     """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
     data = _pending.pop(str(run_id), None)
     if data is not None:
-        if before_send is not None and _heard(str(run_id)):
+        team_id = data.pop(_TEAM, None)
+        if before_send is not None and _heard(str(run_id), team_id):
             before_send()
         _last_sent[str(run_id)] = time.monotonic()
-        live_publish(run_id, "run.changed", data)
+        live_publish(run_id, "run.changed", data, team_id=team_id)
 
 
 def _channel_layer() -> Any:
@@ -116,10 +140,14 @@ def _channel_layer() -> Any:
     return _layer
 
 
-def _heard(run_id: str) -> bool:
+def _heard(run_id: str, team_id: int | None) -> bool:
     """Return whether a message about ``run_id`` may reach a page (``_send`` would send it)."""
     layer = _channel_layer()
-    return layer is not None and _listened(layer, (run_group(run_id), QUEUE_GROUP))
+    if layer is None:
+        return False
+    groups = (run_group(run_id), QUEUE_GROUP,
+              *((team_group(team_id),) if team_id is not None else ()))
+    return _listened(layer, groups)
 
 
 def _listened(layer: Any, groups: tuple[str, ...]) -> bool:
@@ -128,9 +156,8 @@ def _listened(layer: Any, groups: tuple[str, ...]) -> bool:
     return any(layer.groups.get(g) for g in groups)
 
 
-def _send(message: dict[str, Any]) -> None:
+def _send(message: dict[str, Any], groups: tuple[str, ...]) -> None:
     layer = _channel_layer()
-    groups = (run_group(message["run_id"]), QUEUE_GROUP)
     if layer is None or not _listened(layer, groups):
         return
     if not isinstance(layer, InMemoryChannelLayer):

@@ -46,12 +46,16 @@ class RunCreateIn(StrictIn):
     budget: BudgetIn | None = None
     constraints: list[str] = Field(default_factory=list, max_length=50,
                                    description="pinned rules the model always sees")
+    team: str | None = Field(None, min_length=1, max_length=50,
+                             description="the owning team's slug; required when you operate "
+                                         "in several teams (GET /api/teams lists yours)")
 
 
 class RunSummaryOut(Schema):
     """A run as a list row."""
 
     id: uuid.UUID
+    team: str = Field(description="the slug of the team that owns the run")
     agent: str
     agent_version: str
     goal: str
@@ -71,6 +75,11 @@ class RunSummaryOut(Schema):
     def resolve_agent(obj: Any) -> str:
         """Return the agent name."""
         return obj.agent_name
+
+    @staticmethod
+    def resolve_team(obj: Any) -> str:
+        """Return the owning team's slug."""
+        return obj.team.slug
 
     @staticmethod
     def resolve_exceptions_count(obj: Any) -> int:
@@ -164,6 +173,7 @@ class RunFiltersIn(Schema):
 
     status: list[RunStatus] = Field(default_factory=list)
     agent: str = Field("", max_length=100)
+    team: str = Field("", max_length=50, description="only runs of this team (its slug)")
     reason: BlockReason | None = None
     text: str = Field("", max_length=200, description="goal contains, or an exact run id")
     created_after: dt.datetime | None = None

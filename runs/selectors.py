@@ -21,7 +21,7 @@ from ledger.models import ToolCall
 from runs.event_types import EventType
 from runs.errors import RunNotFound
 from runs.list_filters import AGES, TABS, QueueFilters, cursor_parse, since_parse
-from runs.models import Event, ModelPrice, Run, Snapshot, Step
+from runs.models import Event, ModelPrice, Run, Snapshot, Step, Team
 from runs.statuses import ATTENTION, RunStatus, WaitKind
 from ledger.models import ToolLimit
 from ledger.services.limits import breaker_closes_at
@@ -30,6 +30,7 @@ from runs.engine.runtime.snapshots import load_state
 from runs.statuses import TERMINAL
 from django.conf import settings
 from runs.live import action_phrase
+from runs.scope import Teams, scoped
 
 PAGE_SIZE = 50
 COUNT_CAP = 10_000
@@ -65,9 +66,14 @@ def _tab_q(tab: str) -> Q:
     }.get(tab, Q(status__in=list(ATTENTION)))
 
 
-def run_filter(*, tab: str, filters: QueueFilters) -> QuerySet[Run]:
-    """Return the runs of ``tab`` that match ``filters`` (unordered, unevaluated)."""
-    qs = Run.objects.filter(_tab_q(tab))
+def run_filter(*, tab: str, filters: QueueFilters, teams: Teams) -> QuerySet[Run]:
+    """Return the runs of ``teams`` in ``tab`` that match ``filters`` (unordered, unevaluated).
+
+    A search by a run's id finds it only inside ``teams``: another team's run is "not found".
+    """
+    qs = scoped(Run.objects.filter(_tab_q(tab)), teams)
+    if filters.team:
+        qs = qs.filter(team__slug=filters.team)
     if filters.agent:
         qs = qs.filter(agent_name=filters.agent)
     if filters.reason:
@@ -112,10 +118,10 @@ def _encode_cursor(run: Run) -> str:
     return f"{run.updated_at.isoformat()}_{run.pk}"
 
 
-def run_list_attention(*, tab: str, filters: QueueFilters, cursor: str = "",
+def run_list_attention(*, tab: str, filters: QueueFilters, teams: Teams, cursor: str = "",
                        limit: int = PAGE_SIZE) -> Page:
     """Return one keyset page of the queue ``tab`` with each row's current tool name."""
-    qs = run_filter(tab=tab, filters=filters)
+    qs = run_filter(tab=tab, filters=filters, teams=teams).select_related("team")
     oldest_first = tab in _OLDEST_FIRST
     decoded = cursor_parse(cursor) if cursor else None
     if decoded:
@@ -141,26 +147,28 @@ def run_count_capped(qs: QuerySet[Run]) -> int:
     return qs.values("pk")[: COUNT_CAP + 1].count()
 
 
-def run_counts_by_tab() -> dict[str, int]:
-    """Return the number of runs per queue tab (busy tabs capped at COUNT_CAP + 1)."""
+def run_counts_by_tab(*, teams: Teams) -> dict[str, int]:
+    """Return the number of runs of ``teams`` per queue tab (busy tabs capped at COUNT_CAP + 1)."""
     counts = dict.fromkeys(TABS, 0)
-    grouped = (Run.objects.filter(status__in=list(ATTENTION))
+    runs = scoped(Run.objects.all(), teams)
+    grouped = (runs.filter(status__in=list(ATTENTION))
                .values_list("status", "wait_kind").annotate(n=Count("pk")))
     for status, kind, n in grouped:
         if status == RunStatus.WAITING:
             counts["approvals" if kind == WaitKind.APPROVAL else "waiting"] += n
         else:
             counts[status] += n
-    counts["running"] = run_count_capped(Run.objects.filter(_tab_q("running")))
+    counts["running"] = run_count_capped(runs.filter(_tab_q("running")))
     for tab in FINISHED_TABS:
-        counts[tab] = run_count_capped(Run.objects.filter(_tab_q(tab)))
-    counts["all"] = run_count_capped(Run.objects.all())
+        counts[tab] = run_count_capped(runs.filter(_tab_q(tab)))
+    counts["all"] = run_count_capped(runs)
     return counts
 
 
-def run_groups_by_signature(*, filters: QueueFilters, limit: int = 100) -> list[dict[str, Any]]:
-    """Return attention runs grouped by failure signature, biggest group first."""
-    qs = run_filter(tab="attention", filters=filters).exclude(attention_signature="")
+def run_groups_by_signature(*, filters: QueueFilters, teams: Teams,
+                            limit: int = 100) -> list[dict[str, Any]]:
+    """Return attention runs of ``teams`` grouped by failure signature, biggest group first."""
+    qs = run_filter(tab="attention", filters=filters, teams=teams).exclude(attention_signature="")
     return list(
         qs.values("attention_signature")
         .annotate(n=Count("pk"), reason=Max("attention_reason"), step=Max("current_step"),
@@ -170,9 +178,23 @@ def run_groups_by_signature(*, filters: QueueFilters, limit: int = 100) -> list[
     )
 
 
-def run_agent_names() -> list[str]:
-    """Return the agent names that have runs (for the filter menu)."""
-    return list(Run.objects.order_by("agent_name").values_list("agent_name", flat=True)
+def run_ids_visible(raw: list[str], *, teams: Teams) -> list[str]:
+    """Return the run ids in ``raw`` that exist inside ``teams`` (others silently dropped)."""
+    ids = [i for i in raw if parse_run_id(i)]
+    return [str(pk) for pk in scoped(Run.objects.filter(pk__in=ids), teams)
+            .values_list("pk", flat=True)] if ids else []
+
+
+def team_choices(*, teams: Teams) -> list[str]:
+    """Return the slugs of the teams in ``teams`` when there are several (the team filter)."""
+    slugs = list(scoped(Team.objects.all(), teams, "pk").order_by("slug")
+                 .values_list("slug", flat=True)[:200])
+    return slugs if len(slugs) > 1 else []
+
+
+def run_agent_names(*, teams: Teams) -> list[str]:
+    """Return the agent names that have runs in ``teams`` (for the filter menu)."""
+    return list(scoped(Run.objects.all(), teams).order_by("agent_name").values_list("agent_name", flat=True)
                 .distinct()[:200])
 
 
@@ -186,9 +208,13 @@ class RunDetail:
     steps: list[Step]
 
 
-def run_get_detail(*, run_id: Any) -> RunDetail:
-    """Return the run with its current tool call, pending approval and steps."""
-    run = Run.objects.filter(pk=run_id).first()
+def run_get_detail(*, run_id: Any, teams: Teams) -> RunDetail:
+    """Return the run with its current tool call, pending approval and steps.
+
+    A run outside ``teams`` is RunNotFound, like one that does not exist (never "forbidden":
+    that would tell the caller it exists).
+    """
+    run = scoped(Run.objects.select_related("team"), teams).filter(pk=run_id).first()
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     tool_call = (ToolCall.objects.filter(tool_call_id=run.current_tool_call).first()
@@ -278,9 +304,9 @@ def model_prices() -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda r: r["model"])
 
 
-def spend_by_agent(*, team_ids: list[int], limit: int = 100) -> list[dict[str, Any]]:
-    """Return runs, tokens and cost per agent of ``team_ids``' runs, the most expensive first."""
-    return list(Run.objects.filter(team_id__in=team_ids).order_by().values("agent_name")
+def spend_by_agent(*, teams: Teams, limit: int = 100) -> list[dict[str, Any]]:
+    """Return runs, tokens and cost per agent in ``teams``, the most expensive first."""
+    return list(scoped(Run.objects.all(), teams).order_by().values("agent_name")
                 .annotate(runs=Count("id"), tokens=Sum("tokens_used"), cost=Sum("cost_micros"))
                 .order_by("-cost", "agent_name")[:limit])
 
@@ -321,10 +347,14 @@ class AuditFilters:
     until: dt.datetime | None = None
 
 
-def audit_list(*, filters: AuditFilters, before_id: int | None = None,
+def audit_list(*, filters: AuditFilters, teams: Teams, before_id: int | None = None,
                limit: int = PAGE_SIZE) -> Page:
-    """Return a keyset page of audit rows, newest first (ids grow with time)."""
-    qs = Intervention.objects.select_related("run")
+    """Return a keyset page of audit rows, newest first (ids grow with time).
+
+    With ``teams`` (not every team): only rows about runs of those teams; rows about no run
+    (settings, users) are for the installation's admins.
+    """
+    qs = scoped(Intervention.objects.select_related("run"), teams, "run__team_id")
     if filters.actor:
         qs = qs.filter(actor_name=filters.actor)
     if filters.run:

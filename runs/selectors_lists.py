@@ -9,12 +9,14 @@ from django.db.models.functions import Cast
 from approvals.roles import team_ids_for
 from runs.errors import RunNotFound
 from runs.models import Event, Run, SavedView
+from runs.scope import Teams, scoped
 from runs.selectors import PAGE_SIZE, Page
 
 
-def run_get(*, run_id: Any) -> Run:
-    """Return the run ``run_id`` alone (no steps, no ledger); RunNotFound when there is none."""
-    run = Run.objects.filter(pk=run_id).first()
+def run_get(*, run_id: Any, teams: Teams) -> Run:
+    """Return the run ``run_id`` alone (no steps, no ledger); RunNotFound when there is none
+    or it belongs to a team outside ``teams``."""
+    run = scoped(Run.objects.all(), teams).filter(pk=run_id).first()
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return run

@@ -83,11 +83,14 @@ def test_runs_are_counted_by_status_and_reason(client):
     _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED)
     _run(RunStatus.SUCCEEDED)
     samples = _scrape(client)
-    assert _value(samples, "agentops_runs", status="queued", reason="") == 2
-    assert _value(samples, "agentops_runs", status="blocked", reason="budget_exhausted") == 1
-    assert _value(samples, "agentops_runs", status="blocked", reason="stalled") == 1
-    assert _value(samples, "agentops_runs", status="succeeded", reason="") == 1
-    assert ("agentops_runs", (("reason", ""), ("status", "cancelled"))) in samples
+    team = {"team": "default"}
+    assert _value(samples, "agentops_runs", status="queued", reason="", **team) == 2
+    assert _value(samples, "agentops_runs", status="blocked", reason="budget_exhausted",
+                  **team) == 1
+    assert _value(samples, "agentops_runs", status="blocked", reason="stalled", **team) == 1
+    assert _value(samples, "agentops_runs", status="succeeded", reason="", **team) == 1
+    assert ("agentops_runs", (("reason", ""), ("status", "cancelled"), ("team", "default"))
+            ) in samples
     assert _value(samples, "agentops_queue_depth") == 2
 
 
@@ -145,3 +148,15 @@ def test_multiprocess_mode_adds_up_counters_of_every_process(tmp_path):
                          capture_output=True, text=True).stdout
     assert "agentops_recoveries_total 2.0" in out
     assert 'agentops_tool_calls_total{outcome="ok",tool="fetch"} 2.0' in out
+
+
+def test_runs_are_counted_per_team(client):
+    from runs.models import Team
+
+    ops = Team.objects.create(slug="ops", name="Ops")
+    _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED, team=ops)
+    _run(RunStatus.BLOCKED, attention_reason=BlockReason.STALLED)
+    samples = _scrape(client)
+    for team in ("ops", "default"):
+        assert _value(samples, "agentops_runs", status="blocked", reason="stalled",
+                      team=team) == 1

@@ -16,6 +16,7 @@ from approvals.models import Approval
 from approvals.statuses import ApprovalStatus
 from runs.engine.runtime.selfcheck import attempts_running_unleased
 from runs.models import Run, WorkerHeartbeat
+from runs.models.team import DEFAULT_TEAM_SLUG
 from runs.statuses import RunStatus
 
 log = logging.getLogger(__name__)
@@ -68,15 +69,19 @@ class DatabaseCollector:
     def _runs(self) -> Metric:
         family = GaugeMetricFamily(
             "agentops_runs",
-            "Runs by status and attention reason (reason is empty unless blocked).",
-            labels=["status", "reason"],
+            "Runs by status, attention reason (empty unless blocked) and owning team (slug).",
+            labels=["status", "reason", "team"],
         )
-        rows = Run.objects.order_by().values("status", "attention_reason").annotate(n=Count("id"))
-        counts = {(r["status"], r["attention_reason"] or ""): r["n"] for r in rows}
+        # Teams are few (an organisation's teams, not its users): the label stays bounded.
+        rows = (Run.objects.order_by().values("status", "attention_reason", "team__slug")
+                .annotate(n=Count("id")))
+        counts = {(r["status"], r["attention_reason"] or "", r["team__slug"]): r["n"]
+                  for r in rows}
         for status in RunStatus.values:
-            counts.setdefault((status, ""), 0)  # every status always has a series
-        for (status, reason), n in sorted(counts.items()):
-            family.add_metric([status, reason], n)
+            # every status always has a series (in the default team)
+            counts.setdefault((status, "", DEFAULT_TEAM_SLUG), 0)
+        for (status, reason, team), n in sorted(counts.items()):
+            family.add_metric([status, reason, team], n)
         return family
 
     def _queue(self, now: dt.datetime) -> Iterator[Metric]:

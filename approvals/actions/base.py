@@ -60,10 +60,11 @@ class Action:
 
     def check(self, user: Any, target: Any) -> None:
         """Raise NotAllowed or ActionNotApplicable unless ``user`` may do this to ``target``."""
-        if not has_role(user, *self.roles):
+        # The role counts in the run's team only (an installation-wide role holds in all).
+        if not has_role(user, *self.roles, team=self.run_of(target).team_id):
             needed = " or ".join(_ROLE_WORDS.get(r, r) for r in self.roles)
-            raise NotAllowed(f"{self.verb.replace('_', ' ')} needs the {needed} role; "
-                             "nothing was changed")
+            raise NotAllowed(f"{self.verb.replace('_', ' ')} needs the {needed} role in the "
+                             "run's team; nothing was changed")
         self.applies(target)
 
     def refusal(self, user: Any, target: Any) -> str:
@@ -168,7 +169,8 @@ class Action:
         if row.run_id is not None:
             live_publish(row.run_id, "run.changed", {
                 "actor": row.actor_name, "action": row.action,
-                "text": action_phrase(row.action, row.actor_name)})
+                "text": action_phrase(row.action, row.actor_name)},
+                team_id=self.run_of(target).team_id)
         return row
 
 

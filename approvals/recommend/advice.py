@@ -82,7 +82,7 @@ def advice_for(*, run: Any, user: Any) -> Advice | None:
     if can_press(verb, run, user):
         return Advice(verb, label, label, why, verb, "", alts)
     action = ACTIONS.get(verb)
-    if action is not None and not has_role(user, *action.roles):
+    if action is not None and not has_role(user, *action.roles, team=run.team_id):
         who = who_can(verb)
         return Advice(verb, label, f"Ask {who} to press {label}", why, "", who, alts)
     return Advice(verb, label, f"{label} is not available on this run right now", why, "",

@@ -72,7 +72,9 @@ def precedent_read(*, run: Any) -> Precedent | None:
     signature = failure_signature(run=run)
     if not signature:
         return None
-    rows = (Intervention.objects.filter(signature=signature).exclude(run_id=run.pk)
+    # Precedent from the run's own team only (another team's choices are not shown).
+    rows = (Intervention.objects.filter(signature=signature, run__team_id=run.team_id)
+            .exclude(run_id=run.pk)
             .order_by("-at", "-id").values_list("run_id", "action", "run__status")[:LAST])
     latest: dict[Any, tuple[str, str]] = {}
     for run_id, action, status in rows:

@@ -64,7 +64,8 @@ def same_failure(*, run: Any) -> SameFailure | None:
         return None
     like = ToolCall.objects.filter(tool_call_id=OuterRef("current_tool_call"), tool=call["tool"],
                                    error_class=call["error_class"])
-    blocked = Run.objects.filter(status=RunStatus.BLOCKED).filter(Exists(like))
+    # Only the run's own team: another team's runs are never counted or linked.
+    blocked = Run.objects.filter(status=RunStatus.BLOCKED, team_id=run.team_id).filter(Exists(like))
     others = blocked.exclude(pk=run.pk).count()
     if not others:
         return None

@@ -18,8 +18,11 @@ from approvals.roles import (
     can_operate,
     can_see_results,
     can_view,
+    installation_roles,
+    team_roles,
     user_roles,
 )
+from runs.models import Team
 
 View = Callable[..., HttpResponse]
 
@@ -50,25 +53,40 @@ def _sso_name() -> str:
     return getattr(settings, "AGENTOPS_OIDC_PROVIDER_NAME", "") if on else ""
 
 
-def perms(user: Any) -> dict[str, Any]:
-    """Return what the user may do, for templates to hide what they may not."""
+def perms(user: Any, team: Any = None) -> dict[str, Any]:
+    """Return what the user may do (in ``team``, a run page's team; else in some team), for
+    templates to hide what they may not."""
     return {
-        "view": can_view(user),
-        "operate": can_operate(user),
-        "decide": can_decide_approvals(user),
-        "admin": can_admin(user),
-        "results": can_see_results(user),
-        "roles": sorted(user_roles(user)),
+        "view": can_view(user, team),
+        "operate": can_operate(user, team),
+        "decide": can_decide_approvals(user, team),
+        "admin": can_admin(user, team),
+        "results": can_see_results(user, team),
+        "roles": sorted(user_roles(user, team)),
+        "teams": team_badges(user),
     }
+
+
+def team_badges(user: Any) -> list[str]:
+    """Return "team: role" for each team membership of ``user`` (the top bar's list), after
+    "all teams: ..." for installation-wide roles; [] for a person with no membership."""
+    own = team_roles(user)
+    if not own:
+        return []
+    wide = sorted(installation_roles(user))
+    slugs = dict(Team.objects.filter(pk__in=own).values_list("pk", "slug"))
+    return ([f"all teams: {', '.join(wide)}"] if wide else []) + sorted(
+        f"{slugs.get(t, t)}: {role}" for t, role in own.items())
 
 
 def page(request: HttpRequest, template: str, context: dict[str, Any], *,
          partial: str | None = None, status: int = 200, always_partial: bool = False,
-         ) -> HttpResponse:
-    """Render ``template`` (or only its ``partial`` for htmx requests) with role flags."""
+         team: Any = None) -> HttpResponse:
+    """Render ``template`` (or only its ``partial`` for htmx requests) with role flags (held
+    in ``team``, a run's team, when the page is about one run)."""
     use_partial = partial and (always_partial or getattr(request, "htmx", False))
     name = f"{template}#{partial}" if use_partial else template
-    return render(request, name, {**context, "perm": perms(request.user)}, status=status)
+    return render(request, name, {**context, "perm": perms(request.user, team)}, status=status)
 
 
 def int_or_none(raw: str | None) -> int | None:

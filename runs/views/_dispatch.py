@@ -14,6 +14,7 @@ from agentops.errors import AgentOpsError
 from approvals.actions import ACTIONS, APPROVAL_ACTIONS
 from approvals.actions.base import Bound, bind
 from approvals.bulk import bulk_apply
+from runs.scope import Teams
 
 APPROVAL_VERBS = tuple(APPROVAL_ACTIONS)
 
@@ -58,10 +59,10 @@ def perform(verb: str, **kwargs: Any) -> Outcome:
 
 
 def bulk(*, verb: str, run_ids: list[str] | None, queryset: Any, user: Any,
-         reason: str, confirm: str = "") -> Outcome:
+         reason: str, teams: Teams, confirm: str = "") -> Outcome:
     """Apply ``verb`` to runs by id or to a whole filter; one result per run."""
     try:
-        results = bulk_apply(verb=verb, run_ids=run_ids, queryset=queryset, actor=user,
+        results = bulk_apply(verb=verb, run_ids=run_ids, queryset=queryset, actor=user, teams=teams,
                              reason=reason, confirm=confirm)
     except PermissionDenied as exc:
         return Outcome(error=str(exc) or "Not allowed.", status=403)

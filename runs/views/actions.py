@@ -24,6 +24,7 @@ from ledger.secrets import run_secrets
 from runs import selectors as sel
 from runs.outlook import action_outlook
 from runs.rollback_points import RollbackPoint, rollback_points
+from runs.scope import visible_teams
 from runs.statuses import is_stuck
 from runs.triage import run_next_stuck
 from runs.views import _dispatch
@@ -124,7 +125,7 @@ def run_action(request: HttpRequest, run_id: Any, verb: str) -> HttpResponse:
     action = RUN_ACTIONS.get(verb)
     if action is None:
         raise Http404("no such action")
-    detail = _detail(run_id)
+    detail = _detail(request, run_id)
     refusal = action.refusal(request.user, detail.run)
     if refusal:
         stale = _stale(request, detail.run, action)
@@ -133,14 +134,15 @@ def run_action(request: HttpRequest, run_id: Any, verb: str) -> HttpResponse:
         raise PermissionDenied(f"{action.label} is not available on this run for you: {refusal}")
     context = _confirm_context(request, detail, action)
     if request.method == "GET":
-        return page(request, "runs/confirm.html", context, partial="form")
+        return page(request, "runs/confirm.html", context, partial="form",
+                    team=detail.run.team_id)
     return _perform(request, detail, action, context)
 
 
 def _stale(request: HttpRequest, run: Any, action: Action) -> HttpResponse | None:
     """Answer a dialog posted against a run that changed meanwhile: who did what, and reload."""
     seen = int_or_none(request.POST.get("seen_seq")) if request.method == "POST" else None
-    if seen is None or seen == run.last_seq or not can_operate(request.user):
+    if seen is None or seen == run.last_seq or not can_operate(request.user, run.team_id):
         return None
     note = sel.run_change_note(run=run, since_seq=seen)
     context = {"run": run, "verb": action.verb, "verb_label": action.label, "note": note,
@@ -189,7 +191,8 @@ def _next_url(request: HttpRequest, context: dict[str, Any], *, seen: tuple[Any,
     run_id, updated_at = seen
     if not context["then_next"]:
         return reverse("console:run", args=[run_id])
-    following = run_next_stuck(after_id=run_id, after_updated_at=updated_at)
+    following = run_next_stuck(after_id=run_id, after_updated_at=updated_at,
+                               teams=visible_teams(request.user))
     if following is None:
         messages.info(request, "No stuck runs are left.")
         return reverse("console:queue")
@@ -201,7 +204,9 @@ def _next_url(request: HttpRequest, context: dict[str, Any], *, seen: tuple[Any,
 @role_required(can_operate)
 def run_fork(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Start a new run from a snapshot of this one."""
-    run = _detail(run_id).run
+    run = _detail(request, run_id).run
+    if not can_operate(request.user, run.team_id):
+        raise PermissionDenied("Your role in this run's team does not allow forking it.")
     try:
         seq = int(request.POST.get("seq", ""))
     except ValueError:
@@ -219,7 +224,10 @@ def run_fork(request: HttpRequest, run_id: Any) -> HttpResponse:
 @role_required(can_see_results)  # the API's rule: full results are for operators and support
 def run_artifact(request: HttpRequest, run_id: Any, sha256: str) -> HttpResponse:
     """Serve a tool call's output or log as plain text (scrubbed), never as HTML."""
-    if not sel.artifact_belongs_to_run(run_id=run_id, sha256=sha256):
+    run = _detail(request, run_id).run
+    if not can_see_results(request.user, run.team_id):
+        raise PermissionDenied("Your role in this run's team does not allow reading results.")
+    if not sel.artifact_belongs_to_run(run_id=run.pk, sha256=sha256):
         raise Http404("no such artifact on this run")
     body = run_secrets(run_id).scrub_bytes(artifact_read(sha256))
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
@@ -232,7 +240,7 @@ def run_artifact(request: HttpRequest, run_id: Any, sha256: str) -> HttpResponse
 @role_required()
 def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show the messages the model would see if the run resumed now."""
-    run = _detail(run_id).run
+    run = _detail(request, run_id).run
     try:
         messages_ = context_build(load_state(run.pk), registry.get(run.agent_name,
                                                                    run.agent_version))
@@ -241,4 +249,4 @@ def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
         messages_, error = [], exc.message
     return page(request, "runs/detail.html", {"run": run, "context_messages": messages_,
                                               "context_error": error},
-                partial="context", always_partial=True)
+                partial="context", always_partial=True, team=run.team_id)

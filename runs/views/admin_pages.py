@@ -29,6 +29,7 @@ from approvals.services_settings import (
 from approvals.teams import admin_scope, admin_team_slugs, admin_teams
 from ledger.models import ToolLimit
 from runs import selectors as sel
+from runs.scope import visible_teams
 from runs.models import BudgetPolicy, ModelPrice
 from runs.views._common import int_or_none, page, role_required
 
@@ -51,7 +52,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         .order_by("team__slug", "agent_name")[:200],
         "prices": sel.model_prices(),
         "prices_editable": is_installation_admin(user),
-        "spend": sel.spend_by_agent(team_ids=[t.pk for t in teams]),
+        "spend": sel.spend_by_agent(teams=None if is_installation_admin(user) else frozenset(t.pk for t in teams)),
         "limits": admin_scope(ToolLimit.objects.select_related("team"), user)
         .order_by("team__slug", "tool")[:500],
         "rules": admin_scope(NotifyRule.objects, user)
@@ -105,7 +106,8 @@ def audit(request: HttpRequest) -> HttpResponse:
     filters = sel.AuditFilters(actor=get.get("actor", "").strip(), run=get.get("run", "").strip(),
                                action=get.get("action", "").strip(),
                                since=_date(get.get("since", "")), until=_date(get.get("until", "")))
-    rows = sel.audit_list(filters=filters, before_id=int_or_none(get.get("before")))
+    rows = sel.audit_list(filters=filters, teams=visible_teams(request.user),
+                          before_id=int_or_none(get.get("before")))
     params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
                               if get.get(k)}
     sink = audit_sink_status() if is_installation_admin(request.user) else None

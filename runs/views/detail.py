@@ -21,6 +21,7 @@ from runs.errors import RunNotFound
 from runs.event_types import EventType
 from runs.models import Run
 from runs.retry_times import next_attempts
+from runs.scope import visible_teams
 from runs.stands import run_what_stands
 from runs.statuses import RunStatus, is_stuck
 from runs.triage import run_next_stuck
@@ -65,9 +66,10 @@ def budget_meters(run: Run) -> list[dict[str, Any]]:
     return meters
 
 
-def _detail(run_id: Any) -> sel.RunDetail:
+def _detail(request: HttpRequest, run_id: Any) -> sel.RunDetail:
+    """Return the run if the user sees its team; another team's run is 404, like none."""
     try:
-        return sel.run_get_detail(run_id=run_id)
+        return sel.run_get_detail(run_id=run_id, teams=visible_teams(request.user))
     except RunNotFound as exc:
         raise Http404(exc.message) from exc
 
@@ -94,7 +96,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
 @role_required()
 def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show a run: the panel (refreshed by htmx) and, on a full load, everything below it."""
-    detail = _detail(run_id)
+    detail = _detail(request, run_id)
     context = panel_context(request, detail)
     if not getattr(request, "htmx", False):
         context.update(
@@ -106,16 +108,17 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
             world=effects_for_run_card(run_id),
             children=sel.run_children(run=detail.run),
             next_stuck=run_next_stuck(after_id=detail.run.pk,
-                                      after_updated_at=detail.run.updated_at),
+                                      after_updated_at=detail.run.updated_at,
+                                      teams=visible_teams(request.user)),
         )
-    return page(request, "runs/detail.html", context, partial="live")
+    return page(request, "runs/detail.html", context, partial="live", team=detail.run.team_id)
 
 
 @require_GET
 @role_required()
 def run_events(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show a page of a run's events, newest first, filtered by type or tool call."""
-    run = _detail(run_id).run
+    run = _detail(request, run_id).run
     events = sel.event_page(run_id=run.pk, before_seq=int_or_none(request.GET.get("before")),
                             type=request.GET.get("type", "")[:40],
                             tool_call_id=request.GET.get("tool_call_id", "")[:40])
@@ -124,15 +127,15 @@ def run_events(request: HttpRequest, run_id: Any) -> HttpResponse:
                  "event_filter": {"type": request.GET.get("type", ""),
                                   "tool_call_id": request.GET.get("tool_call_id", "")},
                  "events_only": True},
-                partial="events", always_partial=True)
+                partial="events", always_partial=True, team=run.team_id)
 
 
 @require_GET
 @role_required()
 def run_ledger(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show a page of a run's tool calls."""
-    run = _detail(run_id).run
+    run = _detail(request, run_id).run
     ledger = sel.ledger_for_run(run_id=run.pk, after_id=int_or_none(request.GET.get("after")))
     return page(request, "runs/detail.html", {"run": run, "ledger": ledger,
                                               "ledger_only": True}, partial="ledger",
-                always_partial=True)
+                always_partial=True, team=run.team_id)

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 from runs.causation import CauseChain, event_cause_chain
 from runs.errors import EventNotFound, RunNotFound
 from runs.event_types import EventType
+from runs.scope import visible_teams
 from runs.selectors_lists import event_history, run_get
 from runs.views._common import int_or_none, page, role_required
 
@@ -49,7 +50,7 @@ def _why(request: HttpRequest, run: Any, errors: list[str]) -> CauseChain | None
 def run_history(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show one page of a run's events, oldest first (or newest first), filtered."""
     try:
-        run = run_get(run_id=run_id)
+        run = run_get(run_id=run_id, teams=visible_teams(request.user))
     except RunNotFound as exc:
         raise Http404(exc.message) from exc
     params, errors = _params(request)
@@ -63,4 +64,4 @@ def run_history(request: HttpRequest, run_id: Any) -> HttpResponse:
                "why": _why(request, run, errors),
                "event_types": EventType.values,
                "filter_params": {k: v for k, v in params.items() if v}}
-    return page(request, "runs/history.html", context)
+    return page(request, "runs/history.html", context, team=run.team_id)

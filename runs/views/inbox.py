@@ -19,6 +19,7 @@ from approvals.roles import can_decide_approvals
 from approvals.selectors import (approval_get, approval_list_decided, approval_list_pending,
                                  approval_votes)
 from approvals.statuses import ApprovalStatus
+from runs.scope import visible_teams
 from runs.views import _dispatch
 from runs.views._common import page, role_required
 
@@ -34,7 +35,9 @@ def _items(approvals: list, user: Any) -> list[dict[str, Any]]:
              "votes": votes.get(a.pk, []),
              "counted": sum(1 for v in votes.get(a.pk, []) if v["counts"] and v["approve"]),
              "voted": any(v["who"] == user.get_username() and v["counts"] and v["approve"]
-                          for v in votes.get(a.pk, []))}
+                          for v in votes.get(a.pk, [])),
+             # Decide buttons only where the user decides approvals in that run's team.
+             "decide": can_decide_approvals(user, a.run.team_id)}
             for a in approvals]
 
 
@@ -47,13 +50,17 @@ def _current_args(a: Any) -> Any:
 @role_required()
 def inbox(request: HttpRequest) -> HttpResponse:
     """List pending approvals (soonest expiry first) and recent decisions."""
-    context = {"pending": _items(approval_list_pending(user=request.user), request.user),
-               "decided": approval_list_decided(), "focus": request.GET.get("focus", "")}
+    teams = visible_teams(request.user)
+    context = {"pending": _items(approval_list_pending(user=request.user, teams=teams),
+                                 request.user),
+               "decided": approval_list_decided(teams=teams),
+               "focus": request.GET.get("focus", "")}
     return page(request, "approvals/inbox.html", context, partial="pending")
 
 
-def _pending(approval_id: int):
-    approval = approval_get(approval_id=approval_id)
+def _pending(request: HttpRequest, approval_id: int):
+    """Return the approval if the user sees its run's team; another team's is 404, like none."""
+    approval = approval_get(approval_id=approval_id, teams=visible_teams(request.user))
     if approval is None:
         raise Http404("no such approval")
     return approval
@@ -65,7 +72,7 @@ def approval_decide(request: HttpRequest, approval_id: int, verb: str) -> HttpRe
     """Approve, reject (reason required) or approve with edited arguments."""
     if verb not in _dispatch.APPROVAL_VERBS:
         raise Http404("no such decision")
-    approval = _pending(approval_id)
+    approval = _pending(request, approval_id)
     if approval.status != ApprovalStatus.PENDING:
         who = approval.decided_by.get_username() if approval.decided_by else "the system"
         return _back(request, error=f"Already {approval.status} by {who}.", status=409)
@@ -114,7 +121,7 @@ def _back(request: HttpRequest, *, error: str = "", status: int = 200,
 @role_required()
 def approval_diff(request: HttpRequest, approval_id: int) -> HttpResponse:
     """Validate edited arguments and show their diff against the proposal (no decision)."""
-    approval = _pending(approval_id)
+    approval = _pending(request, approval_id)
     form = EditArgsForm(request.POST)
     edited = form.cleaned_data["args"] if form.is_valid() else None
     diff = args_diff(approval.proposed_args, edited) if edited is not None else []

@@ -10,6 +10,7 @@ from approvals.forms import REASON_MAX
 from approvals.roles import can_operate
 from runs import selectors as sel
 from runs.list_filters import list_query_parse
+from runs.scope import visible_teams
 from runs.selectors_lists import saved_view_list
 from runs.statuses import REASON_LABELS
 from runs.views import _dispatch
@@ -27,18 +28,21 @@ def queue(request: HttpRequest) -> HttpResponse:
     """Show one tab of runs (a keyset page), or the same runs grouped by failure signature."""
     query = list_query_parse(request.GET)
     tab, filters, grouped = query.tab, query.filters, query.grouped
+    teams = visible_teams(request.user)
     context = {
         "tab": tab, "tabs": TAB_LABELS, "filters": filters, "grouped": grouped,
-        "counts": sel.run_counts_by_tab(), "agents": sel.run_agent_names(),
+        "counts": sel.run_counts_by_tab(teams=teams), "agents": sel.run_agent_names(teams=teams),
+        "teams": sel.team_choices(teams=teams),
         "reasons": list(REASON_LABELS.items()), "ages": list(sel.AGES),
         "filter_params": filters.as_params(), "query_errors": query.errors,
         "saved_views": saved_view_list(user=request.user),
         "view_query": query.as_query_string(), "cursor": query.cursor,
     }
     if grouped:
-        context["groups"] = sel.run_groups_by_signature(filters=filters)
+        context["groups"] = sel.run_groups_by_signature(filters=filters, teams=teams)
     else:
-        context["page"] = sel.run_list_attention(tab=tab, filters=filters, cursor=query.cursor)
+        context["page"] = sel.run_list_attention(tab=tab, filters=filters, teams=teams,
+                                                 cursor=query.cursor)
     return page(request, "runs/queue.html", context, partial="results")
 
 
@@ -52,8 +56,9 @@ def bulk(request: HttpRequest) -> HttpResponse:
     query = list_query_parse(data)
     tab, filters = query.tab, query.filters
     all_matching = data.get("all") == "1"
-    ids = [i for i in data.getlist("run") if sel.parse_run_id(i)][:1000]
-    qs = sel.run_filter(tab=tab, filters=filters)
+    teams = visible_teams(request.user)
+    ids = sel.run_ids_visible(data.getlist("run")[:1000], teams=teams)
+    qs = sel.run_filter(tab=tab, filters=filters, teams=teams)
     count = sel.run_count_capped(qs) if all_matching else len(ids)
     verb = data.get("verb", "") if data.get("verb", "") in BULK_ACTIONS else ""
     action = BULK_ACTIONS.get(verb)
@@ -66,7 +71,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and not query.errors:
         context.update(_bulk_apply(request, context, qs))
     if context["results"] is None:
-        context["lines"] = bulk_preview(verb=verb, actor=request.user,
+        context["lines"] = bulk_preview(verb=verb, actor=request.user, teams=teams,
                                         run_ids=None if all_matching else ids,
                                         queryset=qs if all_matching else None)
     return page(request, "runs/bulk.html", context, partial="body",
@@ -90,6 +95,7 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
     outcome = _dispatch.bulk(verb=context["verb"], run_ids=run_ids,
                              queryset=qs if context["all_matching"] else None,
                              user=request.user, reason=context["bulk_reason"].strip(),
+                             teams=visible_teams(request.user),
                              confirm=request.POST.get("confirm", ""))
     if outcome.error:
         return {"errors": [outcome.error]}
@@ -97,7 +103,7 @@ def _bulk_apply(request: HttpRequest, context: dict, qs) -> dict:
 
 
 def _tally(results: list[dict]) -> dict[str, int]:
-    tally = {"done": 0, "refused": 0, "error": 0}
+    tally = {"done": 0, "refused": 0, "error": 0, "skipped": 0}
     for r in results:
         tally[r["outcome"]] = tally.get(r["outcome"], 0) + 1
     return tally

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from agentops import clock
 from runs.errors import RunNotFound
+from runs.scope import visible_teams
 from runs.selectors_lists import run_get
 from runs.trace_view import run_trace
 from runs.views._common import page, role_required
@@ -25,7 +26,7 @@ from runs.views._timeline import human_seconds
 def run_trace_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show the run's waterfall."""
     try:
-        run = run_get(run_id=run_id)
+        run = run_get(run_id=run_id, teams=visible_teams(request.user))
     except RunNotFound as exc:
         raise Http404(exc.message) from exc
     trace = run_trace(run, now=clock.now())
@@ -35,4 +36,4 @@ def run_trace_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     for tick in trace["ticks"]:
         tick["text"] = human_seconds(tick["label"])
     trace["span"] = human_seconds(trace["span_s"])
-    return page(request, "runs/trace.html", {"run": run, "trace": trace})
+    return page(request, "runs/trace.html", {"run": run, "trace": trace}, team=run.team_id)

@@ -138,7 +138,8 @@ def test_a_long_timer_wait_blocks_when_the_requester_lost_the_role(operator, cli
     assert change["changes"] == [{
         "kind": "permission", "subject": operator.user.username,
         "what": f"{operator.user.username}'s right to run it",
-        "before": "may run it (operators)", "now": "no longer an operator (holds no role)"}]
+        "before": "may run it (operators)",
+        "now": "no longer an operator in the run's team (holds no role)"}]
 
     other = client_for("operators", name="second-operator")
     with later(3700):  # still past the hour the catalog asked for

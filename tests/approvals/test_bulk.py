@@ -18,8 +18,8 @@ def test_bulk_retry_of_a_signature_group_reports_each_run(engine, users):
     a, b = blocked_run("bulk"), blocked_run("bulk")
     odd = unknown_run("bulk-odd")
     group = Run.objects.filter(attention_signature=a.attention_signature)
-    assert bulk_count(queryset=group) == 2
-    results = bulk_apply(verb="skip", actor=users["operator"], reason="region out of scope",
+    assert bulk_count(queryset=group, teams=None) == 2
+    results = bulk_apply(teams=None, verb="skip", actor=users["operator"], reason="region out of scope",
                          run_ids=[a.pk, b.pk, odd.pk])
     outcome = {r["run_id"]: (r["outcome"], r["detail"]) for r in results}
     assert outcome[a.pk] == outcome[b.pk] == ("done", "lookup (read): cancelled, never runs")
@@ -34,10 +34,10 @@ def test_bulk_retry_of_a_signature_group_reports_each_run(engine, users):
 def test_bulk_needs_a_reason_a_role_and_one_selection(engine, users):
     run = blocked_run("bulk2")
     with pytest.raises(InvalidInput, match="reason"):
-        bulk_apply(verb="retry", actor=users["operator"], reason=" ", run_ids=[run.pk])
+        bulk_apply(teams=None, verb="retry", actor=users["operator"], reason=" ", run_ids=[run.pk])
     with pytest.raises(NotAllowed, match="operators"):
-        bulk_apply(verb="retry", actor=users["support"], reason="r", run_ids=[run.pk])
+        bulk_apply(teams=None, verb="retry", actor=users["support"], reason="r", run_ids=[run.pk])
     with pytest.raises(InvalidInput, match="exactly one"):
-        bulk_apply(verb="retry", actor=users["operator"], reason="r")
+        bulk_apply(teams=None, verb="retry", actor=users["operator"], reason="r")
     run.refresh_from_db()
     assert run.status == "blocked" and not Intervention.objects.exists()

@@ -54,7 +54,8 @@ def test_a_skipped_step_ends_completed_with_exceptions_in_queue_panel_and_metric
     assert "completed with exceptions" in panel
     assert 'data-exception="step_skipped"' in panel and "region eu is out of scope" in panel
     metrics = web.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
-    assert 'agentops_runs{reason="",status="completed_with_exceptions"} 1.0' in metrics
+    assert ('agentops_runs{reason="",status="completed_with_exceptions",team="default"} 1.0'
+            in metrics)
 
 
 def test_follow_exits_non_zero_and_prints_the_exceptions(engine, users):

@@ -31,7 +31,7 @@ def stuck():
 
 def _after(run):
     run.refresh_from_db()
-    return run_next_stuck(after_id=run.pk, after_updated_at=run.updated_at)
+    return run_next_stuck(after_id=run.pk, after_updated_at=run.updated_at, teams=None)
 
 
 def test_next_stuck_is_the_next_oldest_then_wraps(stuck):
@@ -45,7 +45,7 @@ def test_a_settled_run_keeps_its_place_in_the_walk(stuck):
     one, two, _ = stuck
     seen = one.updated_at
     Run.objects.filter(pk=one.pk).update(status="queued")  # settled: moved to the end
-    assert run_next_stuck(after_id=one.pk, after_updated_at=seen) == two
+    assert run_next_stuck(after_id=one.pk, after_updated_at=seen, teams=None) == two
 
 
 def test_no_next_when_alone():

@@ -69,10 +69,10 @@ def test_queue_filters_live_in_the_url(users):
 
 def test_queue_pages_with_a_keyset_cursor():
     runs = [make_attention_run(goal=f"run {i}") for i in range(5)]
-    first = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(), limit=2)
-    second = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(),
+    first = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(), teams=None, limit=2)
+    second = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(), teams=None,
                                     cursor=first.next_cursor, limit=2)
-    third = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(),
+    third = sel.run_list_attention(tab="blocked", filters=sel.QueueFilters(), teams=None,
                                    cursor=second.next_cursor, limit=2)
     seen = [r.pk for r in first.rows + second.rows + third.rows]
     assert sorted(seen) == sorted(r.pk for r in runs) and len(set(seen)) == 5

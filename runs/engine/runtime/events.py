@@ -140,6 +140,7 @@ def _append(
             status = e.data.get("to", status)
     actor = next((e.actor for e in reversed(events) if e.actor), "")
     live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None,
+                     team_id=run.team_id,
                      before_send=unit_sql.unit_settled)
     return written
 

@@ -90,9 +90,9 @@ def requester_changes(run: Run) -> list[dict[str, Any]]:
         return [{**change, "now": "the account was deleted"}]
     if not user.is_active:
         return [{**change, "now": "the account is deactivated"}]
-    if not can_operate(user):
-        held = ", ".join(sorted(user_roles(user))) or "no role"
-        return [{**change, "now": f"no longer an operator (holds {held})"}]
+    if not can_operate(user, run.team_id):  # the right counts in the run's team
+        held = ", ".join(sorted(user_roles(user, run.team_id))) or "no role"
+        return [{**change, "now": f"no longer an operator in the run's team (holds {held})"}]
     return []
 
 
