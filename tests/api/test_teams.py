@@ -6,9 +6,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from approvals.apikeys import apikey_create
 from approvals.roles import OPERATOR, SUPPORT, VIEWER
 from approvals.users import membership_set
 from runs.models import Run, Team
+from tests.api.conftest import ApiClient
 from tests.console_factories import PASSWORD, make_approval, make_attention_run, make_user
 
 pytestmark = pytest.mark.django_db
@@ -144,3 +146,23 @@ def test_the_queue_shows_and_filters_by_team_for_people_in_several(teams):
     assert str(run_b.pk)[:8] in only_beta and str(run_a.pk)[:8] not in only_beta
     _, single = _person("uma", a=(alpha, VIEWER))
     assert '<select name="team"' not in single.get("/?tab=all").content.decode()
+
+
+def test_a_key_sees_and_acts_in_its_one_team_even_when_its_owner_has_more(teams, agent):
+    """An operator of alpha and beta with a key of alpha: the key never reaches beta's runs."""
+    alpha, beta = teams
+    owner, _ = _person("kim", a=(alpha, OPERATOR), b=(beta, OPERATOR))
+    mine, theirs = (make_attention_run(goal=f"refund for {t.slug}", team=t) for t in teams)
+    api = ApiClient(apikey_create(user=owner, name="ci", team=alpha)[1], owner)
+    listed = [r["id"] for r in api.get("/api/runs?status=blocked").json()["items"]]
+    assert listed == [str(mine.pk)]
+    assert api.get(f"/api/runs/{theirs.pk}").status_code == 404
+    refused = api.post_json(f"/api/runs/{theirs.pk}/actions",
+                            {"action": "terminate", "reason": "key of alpha",
+                             "confirm": "terminate"})
+    assert refused.status_code == 404
+    assert Run.objects.get(pk=theirs.pk).status == "blocked"
+    started = api.post_json("/api/runs", {**BODY, "team": "beta"})
+    assert started.status_code == 403, started.content
+    made = api.post_json("/api/runs", BODY)
+    assert made.status_code == 201 and made.json()["team"] == "alpha", made.content
