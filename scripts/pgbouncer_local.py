@@ -33,6 +33,7 @@ listen_port = {listen}
 unix_socket_dir =
 auth_type = trust
 auth_file = {folder}/userlist.txt
+admin_users = {user}
 pool_mode = transaction
 max_client_conn = {max_client_conn}
 default_pool_size = {pool_size}
@@ -79,8 +80,8 @@ class Bouncer:
         self.folder = Path(tempfile.mkdtemp(prefix="agentops-pgbouncer-"))
         (self.folder / "userlist.txt").write_text(f'"{user}" ""\n')
         (self.folder / "pgbouncer.ini").write_text(_CONFIG.format(
-            host=upstream_host, port=upstream_port, listen=self.port, folder=self.folder,
-            max_client_conn=max_client_conn, pool_size=pool_size, max_db=max_db_connections,
+            host=upstream_host, port=upstream_port, user=user, listen=self.port,
+            folder=self.folder, max_client_conn=max_client_conn, pool_size=pool_size, max_db=max_db_connections,
             idle_tx=idle_transaction_timeout))
         self.proc: subprocess.Popen | None = None
 

@@ -26,6 +26,8 @@ def _database_line() -> str:
     else:
         where = (f"PostgreSQL at {db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}, "
                  f"test database {test_name or 'test_' + db['NAME']}")
+    if PGBOUNCER_PASS:
+        where += ", then through a PgBouncer in transaction mode (tests/pgbouncer_pass.py)"
     return f"database: {where}"
 
 

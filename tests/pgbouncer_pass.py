@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connections
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from pgbouncer_local import Bouncer  # noqa: E402
+from pgbouncer_local import Bouncer
 
 POOL_SIZE = 10
 # What a worker sets for itself without a pooler (runs.cli.worker): max(10 s, 3 x TTL).
