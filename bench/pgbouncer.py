@@ -18,7 +18,9 @@ script's own), peak clients waiting in pgbouncer for a server, errors (runs not 
 commit floor.
 
 Env: BENCH_WORKERS (20), BENCH_IN_FLIGHT (250), BENCH_HOSTS (2), BENCH_DELAY_S (30),
-BENCH_STEPS (2), BENCH_MAX_SERVER (40), BENCH_WORKER_LOG_DIR (the hosts' output; a temporary
+BENCH_STEPS (2), BENCH_MAX_SERVER (40), BENCH_SLICE_S (the hosts' AGENTOPS_TICK_SLICE_S; unset:
+the default, so a run yields its slot after each model call while ticks wait),
+BENCH_WORKER_LOG_DIR (the hosts' output; a temporary
 folder). The bench database: BENCH_DATABASE_URL (default agentops_bench_pgbouncer), dropped
 and created afresh.
 """
@@ -50,6 +52,7 @@ HOSTS = int(os.environ.get("BENCH_HOSTS", "2"))
 DELAY_S = float(os.environ.get("BENCH_DELAY_S", "30"))
 STEPS = int(os.environ.get("BENCH_STEPS", "2"))
 MAX_SERVER = int(os.environ.get("BENCH_MAX_SERVER", "40"))
+SLICE_S = os.environ.get("BENCH_SLICE_S", "")  # AGENTOPS_TICK_SLICE_S of the hosts; "": default
 TTL_S = 3.0
 RUNS = WORKERS * IN_FLIGHT
 
@@ -67,6 +70,8 @@ def _hosts_start(bouncer: Bouncer, model_url: str, log_dir: Path) -> list[subpro
                "LOG_LEVEL": "ERROR"}
         for knob in ("AGENTOPS_ENQUEUE_TICKS", "AGENTOPS_TICK_SLICE_S", "TEST_DATABASE_NAME"):
             env.pop(knob, None)
+        if SLICE_S:
+            env["AGENTOPS_TICK_SLICE_S"] = SLICE_S
         out = open(log_dir / f"host{i}.log", "ab")  # noqa: SIM115
         hosts.append(subprocess.Popen([sys.executable, "manage.py", "agentops", "worker"],
                                       cwd=ROOT, env=env, stdout=out, stderr=out,
@@ -154,7 +159,9 @@ def _outcome(ids: list, log_dir: Path) -> dict:
     q1, q3 = first + (last - first) / 4, first + 3 * (last - first) / 4
     ended = dict(Run.objects.filter(pk__in=ids).values("status").annotate(n=Count("pk"))
                  .values_list("status", "n"))
-    recovered = Event.objects.filter(run_id__in=ids, type="run.recovered").count()
+    recovered = dict(Event.objects.filter(run_id__in=ids, type="run.recovered")
+                     .values("data__cause").annotate(n=Count("pk"))
+                     .values_list("data__cause", "n"))
     errors = sum(line.count("ERROR") + line.count("Traceback")
                  for f in log_dir.glob("host*.log") for line in f.read_text().splitlines())
     return {"model_calls": len(times), "steps_per_s": round(len(times) / (last - first), 1),
@@ -190,6 +197,7 @@ def main() -> None:
     emit("pgbouncer", {
         "workers": WORKERS, "in_flight_per_worker": IN_FLIGHT, "hosts": HOSTS, "runs": RUNS,
         "delay_s": DELAY_S, "model_calls_per_run": STEPS + 1, "max_server_connections": MAX_SERVER,
+        "tick_slice_s": SLICE_S or "default",
         "peak_in_flight": peak["in_flight"], "to_peak_s": peak.get("to_peak_s"),
         "peak_server_connections": peak["servers"], "peak_clients_waiting": peak["waiting"],
         "peak_pg_sessions": peak["pg_sessions"], "peak_owner_sessions": peak["owner_sessions"],
