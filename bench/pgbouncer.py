@@ -21,8 +21,8 @@ Env: BENCH_WORKERS (20), BENCH_IN_FLIGHT (250), BENCH_HOSTS (2), BENCH_DELAY_S (
 BENCH_STEPS (2), BENCH_MAX_SERVER (40), BENCH_SLICE_S (the hosts' AGENTOPS_TICK_SLICE_S; unset:
 the default, so a run yields its slot after each model call while ticks wait),
 BENCH_WORKER_LOG_DIR (the hosts' output; a temporary
-folder). The bench database: BENCH_DATABASE_URL (default agentops_bench_pgbouncer), dropped
-and created afresh.
+folder). The bench database: BENCH_PGBOUNCER_DATABASE_URL (default agentops_bench_pgbouncer),
+dropped and created afresh.
 """
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-os.environ.setdefault("BENCH_DATABASE_URL",
-                      "postgres://postgres@127.0.0.1:5432/agentops_bench_pgbouncer")
+# Its own database, dropped and created afresh (never the console seed's BENCH_DATABASE_URL).
+os.environ["BENCH_DATABASE_URL"] = os.environ.get(
+    "BENCH_PGBOUNCER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agentops_bench_pgbouncer")
 os.environ.setdefault("AGENTOPS_AGENTS", "bench.agents")
 
 from bench._common import (bench_url, commit_floor, db_fresh, django_boot, emit,  # noqa: E402
