@@ -24,7 +24,9 @@ from agentops.errors import AgentOpsError
 from agentops.jsonstate import unstorable_path
 from approvals.api import keys_router
 from approvals.api import router as approvals_router
+from approvals.api_audit import router as audit_router
 from approvals.api_notify import router as notify_router
+from approvals.api_teams import router as team_members_router
 from ledger.api import admin_router as ledger_admin_router
 from ledger.api import router as ledger_router
 from runs.api import admin_router as runs_admin_router
@@ -237,6 +239,9 @@ def _mount() -> None:
     api.add_router("/approvals", approvals_router)
     api.add_router("/keys", keys_router)
     api.add_router("/notify", notify_router)
+    # Only /teams/{slug}/members here: the teams list and team reads belong to other routers.
+    api.add_router("/teams", team_members_router)
+    api.add_router("/audit", audit_router)
     api.add_router("/admin/budget-policies", runs_admin_router)
     api.add_router("/admin/tool-limits", ledger_admin_router)
 

@@ -21,14 +21,24 @@ from ninja.throttling import SimpleRateThrottle
 from ninja.utils import check_csrf
 
 from approvals import roles
-from approvals.apikeys import apikey_verify
+from approvals.apikeys import ApiKeyRefused, apikey_verify
 
 
 class ApiKeyAuth(HttpBearer):
-    """Authenticate ``Authorization: Bearer ao_...`` against the stored key hashes."""
+    """Authenticate ``Authorization: Bearer ao_...`` against the stored key hashes.
+
+    ``request.auth`` becomes the key's owner carrying ``key_scope`` (approvals.roles.KeyScope):
+    every role predicate and ``roles.team_ids_for(request.auth, ...)`` then answer for the
+    key (its one team, its role capped by the owner's), so views scope key and session
+    callers alike with no check of their own.
+    """
 
     def authenticate(self, request: HttpRequest, token: str) -> Any | None:
-        """Return the key's user, or None so the next method (or a 401) follows."""
+        """Return the key's owner, or None so the next method (or a 401) follows.
+
+        An expired key, or one whose owner left its team, is refused here with a 401 that
+        says so (ApiKeyRefused).
+        """
         return apikey_verify(raw=token.strip())
 
 
@@ -145,4 +155,7 @@ def _known_caller(request: HttpRequest) -> bool:
     if user is not None and user.is_authenticated:
         return True
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and apikey_verify(raw=token.strip()) is not None
+    try:
+        return scheme.lower() == "bearer" and apikey_verify(raw=token.strip()) is not None
+    except ApiKeyRefused:
+        return False

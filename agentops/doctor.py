@@ -25,7 +25,7 @@ from agentops.errors import ConfigError
 from agentops.llm.configured import model_from_settings
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
-from runs.models import WorkerHeartbeat
+from runs.models import Team, WorkerHeartbeat
 from runs.pooler import pooled
 
 DEV_SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
@@ -317,6 +317,23 @@ def check_agent_models() -> Check:
                  f"{', '.join(needing)} use the model the AGENTOPS_MODEL_* settings describe.")
 
 
+def check_sso_teams() -> Check:
+    """Check every team AGENTOPS_OIDC_ROLE_MAP names exists (single sign-on skips the others)."""
+    if not getattr(settings, "OIDC_RP_CLIENT_ID", ""):
+        return Check("sso_teams", True, "Single sign-on is off.")
+    role_map = getattr(settings, "AGENTOPS_OIDC_ROLE_MAP", {})
+    named = {g.team for grants in role_map.values() for g in grants if g.team}
+    missing = sorted(named - set(Team.objects.filter(slug__in=named)
+                                 .values_list("slug", flat=True)))
+    if missing:
+        return Check("sso_teams", False,
+                     f"AGENTOPS_OIDC_ROLE_MAP names teams that do not exist: "
+                     f"{', '.join(missing)}; their roles are not given at sign-in. Create "
+                     "the teams or fix the slugs.")
+    return Check("sso_teams", True, f"Single sign-on maps groups to roles in "
+                 f"{len(named)} team(s), all of which exist.")
+
+
 def readiness_checks() -> list[Check]:
     """Return the checks /readyz needs: database, migrations, a recent worker heartbeat."""
     database = check_database()
@@ -340,8 +357,10 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_agents,
     check_agent_models,
     check_worker_heartbeat,
+    check_sso_teams,
 )
-_NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat})
+_NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat,
+                            check_sso_teams})
 
 
 def doctor_checks() -> list[Check]:

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import dj_database_url
 
-from agentops import settings_security
+from agentops import settings_security, settings_sso
 from agentops.observability.logging import logging_config
 from agentops.pricing import prices_from_setting
+from approvals.audit_declared import sink_from_setting
 from approvals.notify.declared import channels_from_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -317,6 +318,11 @@ AGENTOPS_NOTIFY_TIMEOUT_S = _env_float("AGENTOPS_NOTIFY_TIMEOUT_S", 10.0)
 AGENTOPS_NOTIFY_CLAIM_S = _env_float("AGENTOPS_NOTIFY_CLAIM_S", 60.0)
 AGENTOPS_NOTIFY_MAX_ATTEMPTS = _env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 8)
 AGENTOPS_NOTIFY_BACKOFF_S = _env_float("AGENTOPS_NOTIFY_BACKOFF_S", 5.0)
+# Audit stream (docs/audit.md): every audit row to a webhook (signed with the secret) or a
+# syslog receiver ("syslog+tcp://host:port", "syslog://host:port" for UDP); empty = off.
+AGENTOPS_AUDIT_SINK = os.environ.get("AGENTOPS_AUDIT_SINK", "").strip()
+AGENTOPS_AUDIT_SINK_SECRET = os.environ.get("AGENTOPS_AUDIT_SINK_SECRET", "")
+sink_from_setting(AGENTOPS_AUDIT_SINK, AGENTOPS_AUDIT_SINK_SECRET)  # a bad one stops start-up
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = _env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
@@ -339,3 +345,5 @@ LOGGING = logging_config(json=_env_bool("AGENTOPS_LOG_JSON", False),
 # Production security (secure cookies, HSTS, CSP, login throttling, whitenoise): see
 # agentops/settings_security.py and docs/security.md.
 settings_security.apply(globals(), debug=DEBUG)
+# Single sign-on with OpenID Connect, off unless AGENTOPS_OIDC_CLIENT_ID is set (docs/sso.md).
+settings_sso.apply(globals(), os.environ)

@@ -23,7 +23,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
 class NotifyRuleAdmin(ReadOnlyAdmin):
     """Routing rules; edit them on the console's Settings page (audited)."""
 
-    list_display = ("name", "order", "enabled", "subject", "group", "channel", "sla_s",
+    list_display = ("name", "team", "order", "enabled", "subject", "group", "channel", "sla_s",
                     "escalate_to")
 
 
@@ -64,10 +64,11 @@ class InterventionAdmin(ReadOnlyAdmin):
 class ApiKeyAdmin(ReadOnlyAdmin):
     """API keys (hashes only); create them with ``manage.py agentops createuser --api-key``."""
 
-    list_display = ("prefix", "name", "user", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
+    list_display = ("prefix", "name", "user", "team", "role", "created_at", "expires_at",
+                    "last_used_at", "revoked_at")
+    list_filter = ("team", "role", "revoked_at")
     search_fields = ("prefix", "name", "user__username")
-    exclude = ("key_hash",)
+    exclude = ("key_hash", "previous_hash")
     actions = ("revoke",)
 
     def has_change_permission(self, request: Any, obj: Any = None) -> bool:

@@ -8,11 +8,14 @@ from agentops import api_auth
 from approvals import api_selectors as sel
 from approvals.actions import APPROVAL_ACTIONS
 from approvals.confirmation import confirmation_check
-from approvals.apikeys import apikey_create, apikey_list, apikey_revoke
+from runs.models import Team
+from approvals.apikeys import (BadKeyInput, apikey_create, apikey_list, apikey_revoke,
+                               apikey_rotate)
 from approvals.schemas import (
     ApiKeyCreatedOut,
     ApiKeyIn,
     ApiKeyOut,
+    ApiKeyRotateIn,
     ApprovalFiltersIn,
     ApprovalOut,
     ApprovalPageOut,
@@ -63,11 +66,32 @@ def decide_approval(request: HttpRequest, body: DecisionIn,
 
 @keys_router.post("", response={201: ApiKeyCreatedOut}, summary="Create an API key")
 def create_key(request: HttpRequest, body: ApiKeyIn):
-    """Create a key for yourself; the response holds the key, shown only this once."""
+    """Create a key for yourself in a team with a role no higher than yours there.
+
+    The response holds the key, shown only this once. A role above your own is refused
+    (422 ``key_outranks_owner``).
+    """
     user = api_auth.viewer(request)
-    key, raw = apikey_create(user=user, name=body.name)
+    team = Team.objects.filter(slug=body.team).first()
+    if team is None:
+        raise BadKeyInput(f"no team {body.team!r}", team=body.team)
+    key, raw = apikey_create(user=user, name=body.name, team=team, role=body.role,
+                             expires_at=body.expires_at)
     key.key = raw
     return Status(201, key)
+
+
+@keys_router.post("/{key_id}/rotate", response=ApiKeyCreatedOut, summary="Rotate an API key")
+def rotate_key(request: HttpRequest, body: ApiKeyRotateIn,
+               key_id: int = Path(..., ge=1, le=2**62)):
+    """Give one of your keys a new secret (in the response, shown only this once).
+
+    Name, team, role and expiry stay; the old secret stops at once, or after ``grace_s``.
+    """
+    user = api_auth.viewer(request)
+    key, raw = apikey_rotate(user=user, key_id=key_id, grace_s=body.grace_s)
+    key.key = raw
+    return key
 
 
 @keys_router.get("", response=list[ApiKeyOut], summary="List your API keys")

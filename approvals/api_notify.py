@@ -11,32 +11,37 @@ from approvals import limits
 from approvals.schemas_notify import DeliveryOut, NotifyRuleIn, NotifyRuleOut
 from approvals.selectors import deliveries_for_run
 from approvals.models import NotifyRule
+from approvals.teams import admin_scope, admin_team_get
 
 router = Router(tags=["notifications"])
 
 
 @router.get("/rules", response=list[NotifyRuleOut], summary="List notification rules")
 def list_rules(request: HttpRequest):
-    """Return every routing rule in the order they are matched."""
-    api_auth.admin(request)
-    return list(NotifyRule.objects.select_related("group", "escalate_to")[:1000])
+    """Return the rules of the teams you administer, in the order they are matched."""
+    user = api_auth.admin(request)
+    return list(admin_scope(NotifyRule.objects, user).select_related(
+        "team", "group", "escalate_to")[:1000])
 
 
 @router.post("/rules", response={201: NotifyRuleOut}, summary="Create a notification rule")
 def create_rule(request: HttpRequest, body: NotifyRuleIn):
     """Create a rule; an undeclared channel or unknown group is refused (422) naming what exists."""
     user = api_auth.admin(request)
-    rule = limits.notify_rule_save_values(actor=user, values=_values(body))
-    return Status(201, limits.notify_rule_get(rule_id=rule.pk))
+    team = admin_team_get(user=user, slug=body.team)
+    rule = limits.notify_rule_save_values(actor=user, values=_values(body), team=team)
+    return Status(201, limits.notify_rule_get(user=user, rule_id=rule.pk))
 
 
 @router.put("/rules/{rule_id}", response=NotifyRuleOut, summary="Replace a notification rule")
 def update_rule(request: HttpRequest, body: NotifyRuleIn,
                 rule_id: int = Path(..., ge=1, le=2**62)):
-    """Replace every field of a rule; the change is written to the audit log."""
+    """Replace every field of a rule (another team's: 404); the change is audited."""
     user = api_auth.admin(request)
-    limits.notify_rule_save_values(actor=user, values=_values(body), rule_id=rule_id)
-    return limits.notify_rule_get(rule_id=rule_id)
+    team = admin_team_get(user=user, slug=body.team) if body.team else None
+    limits.notify_rule_save_values(actor=user, values=_values(body), team=team,
+                                   rule_id=rule_id)
+    return limits.notify_rule_get(user=user, rule_id=rule_id)
 
 
 @router.delete("/rules/{rule_id}", response={204: None}, summary="Delete a notification rule")
@@ -55,6 +60,6 @@ def list_deliveries(request: HttpRequest, run_id: uuid.UUID):
 
 
 def _values(body: NotifyRuleIn) -> dict:
-    values = body.model_dump()
+    values = body.model_dump(exclude={"team"})
     values["subject"] = values["subject"] or ""
     return values

@@ -123,3 +123,10 @@ class AlreadyVoted(Conflict, ApprovalError):
     """The same person approved this version already: a second, different person must."""
 
     code = "already_voted"
+
+
+class SignInRefused(ApprovalError):
+    """Single sign-on refused this person; the message says why, in words for them."""
+
+    code = "sign_in_refused"
+    http_status = 403

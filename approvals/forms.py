@@ -1,4 +1,4 @@
-"""Console forms: settings (budget policies, tool limits) and approval decisions."""
+"""Console forms: settings (budget policies, tool limits), approval decisions, API keys."""
 from __future__ import annotations
 
 import json
@@ -8,20 +8,42 @@ from django import forms
 from django.conf import settings
 
 from approvals.models import NotifyRule
+from approvals.roles import TEAM_ROLES, VIEWER, team_ids_for
 from ledger.models import ToolLimit
-from runs.models import BudgetPolicy, ModelPrice
+from runs.models import BudgetPolicy, ModelPrice, Team
 
 
-class BudgetPolicyForm(forms.ModelForm):
-    """Edit a budget policy; an empty agent name is the global policy."""
+class TeamOwnedForm(forms.ModelForm):
+    """A form of a row that belongs to a team: ``teams`` are the ones the editor may pick."""
+
+    def __init__(self, *args: Any, teams: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.is_bound and not self.data.get("team"):
+            # Not sent: the row keeps its team; a new row goes to the editor's only team.
+            keep = self.instance.team_id if self.instance.pk else (
+                teams[0].pk if teams is not None and len(teams) == 1 else None)
+            if keep is not None:
+                self.data = self.data.copy()
+                self.data["team"] = keep
+        field = self.fields["team"]
+        field.help_text = "The team whose runs this applies to."
+        if teams is not None:
+            field.queryset = teams
+            if len(teams) == 1:  # no choice to make: no selector
+                field.initial = teams[0].pk
+                field.widget = forms.HiddenInput()
+
+
+class BudgetPolicyForm(TeamOwnedForm):
+    """Edit a team's budget policy; an empty agent name is the team's default policy."""
 
     class Meta:
         model = BudgetPolicy
-        fields = ["agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
+        fields = ["team", "agent_name", "max_tokens", "max_model_calls", "max_tool_calls",
                   "max_cost_micros", "max_seconds", "recovery_limit", "step_retry_limit",
                   "run_failure_limit", "on_deadline"]
         help_texts = {
-            "agent_name": "Blank = the global default for every agent.",
+            "agent_name": "Blank = the team's default for every agent.",
             "max_cost_micros": "Millionths of a dollar (1000000 = $1).",
             "run_failure_limit": "Failed attempts across all of a run's steps before it "
                                  "blocks; blank = AGENTOPS_RUN_FAILURE_LIMIT.",
@@ -58,12 +80,12 @@ class ModelPriceForm(forms.ModelForm):
         return data
 
 
-class ToolLimitForm(forms.ModelForm):
-    """Edit a tool's concurrency, rate and circuit-breaker settings."""
+class ToolLimitForm(TeamOwnedForm):
+    """Edit a team's concurrency, rate and circuit-breaker settings of one tool."""
 
     class Meta:
         model = ToolLimit
-        fields = ["tool", "concurrency", "rate_per_minute", "breaker_threshold",
+        fields = ["team", "tool", "concurrency", "rate_per_minute", "breaker_threshold",
                   "breaker_cooldown_s"]
         help_texts = {"concurrency": "Blank = unlimited.", "rate_per_minute": "Blank = unlimited."}
 
@@ -89,12 +111,12 @@ def reason_error(form: forms.Form, purpose: str = "") -> str:
     return f"A reason is required{' ' + purpose if purpose else ''}."
 
 
-class NotifyRuleForm(forms.ModelForm):
-    """Edit a routing rule: what it matches, which group and channel it reaches, its SLA."""
+class NotifyRuleForm(TeamOwnedForm):
+    """Edit a team's routing rule: what it matches, which group and channel, its SLA."""
 
     class Meta:
         model = NotifyRule
-        fields = ["name", "order", "enabled", "subject", "agent", "tool", "risk",
+        fields = ["team", "name", "order", "enabled", "subject", "agent", "tool", "risk",
                   "failure_class", "group", "channel", "sla_s", "escalate_to"]
         help_texts = {"sla_s": "Seconds until a reminder, then as many until the escalation; "
                                "0 = neither.",
@@ -158,3 +180,28 @@ def args_diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str
         elif before != after:
             rows.append({"key": key, "kind": "changed", "before": before, "after": after})
     return rows
+
+
+class ApiKeyForm(forms.Form):
+    """A new API key: its name, team, role and how long it lives."""
+
+    name = forms.CharField(max_length=100, strip=True)
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    role = forms.ChoiceField(choices=[(r, r) for r in TEAM_ROLES], initial=VIEWER,
+                             help_text="never above your own role in that team")
+    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
+                                      label="Expires after (days)",
+                                      help_text="empty: the key never expires")
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ids = team_ids_for(user)
+        teams = Team.objects.order_by("slug")
+        self.fields["team"].queryset = teams if ids is None else teams.filter(pk__in=ids)
+
+
+class RotateForm(forms.Form):
+    """How long the old secret of a rotated key keeps working."""
+
+    grace_s = forms.TypedChoiceField(coerce=int, initial=0, choices=[
+        (0, "stops now"), (3600, "works 1 more hour"), (86400, "works 1 more day")])

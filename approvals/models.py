@@ -1,16 +1,19 @@
 """Approvals, operator interventions (the audit log), API keys and team memberships."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from approvals.audit_models import AuditSequence, AuditSinkCursor
 from approvals.notify.models import Delivery, DeliveryAttempt, NotifyRule, NotifyTrack
 from approvals.roles import TEAM_ROLES
 from approvals.statuses import ApprovalStatus, ExpiryOutcome
 
-__all__ = ["ApiKey", "Approval", "Delivery", "DeliveryAttempt", "Intervention", "Membership",
-           "NotifyRule", "NotifyTrack"]
+__all__ = ["ApiKey", "Approval", "AuditSequence", "AuditSinkCursor", "Delivery", "DeliveryAttempt",
+           "Intervention", "Membership", "NotifyRule", "NotifyTrack"]
 
 
 class Approval(models.Model):
@@ -134,10 +137,19 @@ class Intervention(models.Model):
     # stuck): approvals.recommend.precedent reads the last choices made for the same one.
     signature = models.CharField(max_length=120, blank=True, default="")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The team whose run or setting this row is about (None: installation-wide settings);
+    # the audit export scopes team admins by it. Filled from the run when not given.
+    team = models.ForeignKey("runs.Team", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    # The export order, given after commit in commit order (audit_models.AuditSequence says
+    # why not the id); None until numbered. The export's and the sink's cursor.
+    seq = models.BigIntegerField(null=True, blank=True, unique=True)
 
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [
+            models.Index(fields=["id"], condition=Q(seq__isnull=True),
+                         name="intervention_unnumbered"),
             models.Index(fields=["run", "-at"], name="intervention_run"),
             models.Index(fields=["signature", "-at"], name="intervention_signature"),
             models.Index(fields=["action", "-at"], name="intervention_action"),
@@ -147,17 +159,34 @@ class Intervention(models.Model):
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_name}"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save, naming the run's team when no team was given."""
+        if self.team_id is None and self.run_id is not None:
+            self.team_id = self.run.team_id
+        super().save(*args, **kwargs)
+
 
 class ApiKey(models.Model):
-    """A per-user API key; only its hash is stored, the key is shown once."""
+    """A person's API key for one team and one role; only its hash is stored, shown once.
+
+    What a request with it may do: the key's role, capped by what its owner holds in its
+    team now (approvals.roles, KeyScope). Rotation keeps the row and gives a new secret; the
+    old one keeps working until ``previous_until`` (a grace period) or not at all.
+    """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
     )
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="api_keys")
+    role = models.CharField(max_length=20, choices=[(r, r) for r in TEAM_ROLES])
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True)
+    previous_hash = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    previous_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

@@ -50,9 +50,10 @@ def approvals_insert(rows: list[Approval]) -> Callable[[], None]:
     """
 
     def write() -> None:
-        runs = {r.pk: r.agent_name for r in Run.objects.filter(
-            pk__in={a.run_id for a in rows}).only("agent_name")}
-        plans = [p for a in rows for p in approvals_assign([a], agent=runs.get(a.run_id, ""))]
+        runs = {r.pk: r for r in Run.objects.filter(
+            pk__in={a.run_id for a in rows}).only("agent_name", "team_id")}
+        plans = [p for a in rows for p in approvals_assign(
+            [a], agent=runs[a.run_id].agent_name, team_id=runs[a.run_id].team_id)]
         Approval.objects.bulk_create(rows)
         approvals_notify(plans)
 

@@ -8,6 +8,7 @@ see the page at all), except ``is_installation_admin``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 VIEWER = "viewers"
@@ -18,13 +19,59 @@ ALL_ROLES = (VIEWER, OPERATOR, SUPPORT, ADMIN)
 TEAM_ROLES = ALL_ROLES
 
 
+# What each role lets one do, as roles: an admin does everything, operators and support
+# also see. A key's role is capped by its owner's through these sets.
+IMPLIED = {ADMIN: frozenset(ALL_ROLES), OPERATOR: frozenset({OPERATOR, VIEWER}),
+           SUPPORT: frozenset({SUPPORT, VIEWER}), VIEWER: frozenset({VIEWER})}
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What an API key allows: one team, one role (approvals.apikeys attaches it to the user).
+
+    A request made with a key carries its owner as ``request.auth`` with ``key_scope`` set;
+    every function here then answers for the key: only its team, and only the roles both
+    the key and its owner (now) hold there.
+    """
+
+    key_id: int
+    team_id: int
+    role: str
+
+
+def implied(held: frozenset[str] | set[str]) -> frozenset[str]:
+    """Return every role the roles in ``held`` let one act as."""
+    return frozenset().union(*(IMPLIED.get(r, frozenset()) for r in held))
+
+
+def role_covered(held: frozenset[str], role: str) -> bool:
+    """Return True when someone holding ``held`` may give a key ``role`` (not above theirs)."""
+    return role in implied(held)
+
+
+def top_role(held: frozenset[str]) -> str | None:
+    """Return the one role that covers the most of ``held`` (admins first), or None."""
+    return next((r for r in (ADMIN, OPERATOR, SUPPORT, VIEWER) if r in held), None)
+
+
+def _key_scope(user: Any) -> KeyScope | None:
+    return getattr(user, "key_scope", None)
+
+
 def _active(user: Any) -> bool:
     return (user is not None and getattr(user, "is_authenticated", False)
             and getattr(user, "is_active", False))
 
 
 def installation_roles(user: Any) -> frozenset[str]:
-    """Return the roles ``user`` holds in every team (groups; superusers hold all)."""
+    """Return the roles ``user`` holds in every team (groups; superusers hold all).
+
+    A request made with an API key holds none: a key acts in its one team only.
+    """
+    return frozenset() if _key_scope(user) else _groups(user)
+
+
+def _groups(user: Any) -> frozenset[str]:
     if not _active(user):
         return frozenset()
     if user.is_superuser:
@@ -52,8 +99,21 @@ def _team_id(team: Any) -> int:
 
 
 def user_roles(user: Any, team: Any = None) -> frozenset[str]:
-    """Return the roles ``user`` holds in ``team`` (None: installation-wide or in any team)."""
-    held = installation_roles(user)
+    """Return the roles ``user`` holds in ``team`` (None: installation-wide or in any team).
+
+    For a request made with an API key: the roles the key's role and its owner's current
+    roles in the key's team both allow, and nothing in any other team.
+    """
+    scope = _key_scope(user)
+    if scope is not None:
+        if team is not None and _team_id(team) != scope.team_id:
+            return frozenset()
+        return IMPLIED.get(scope.role, frozenset()) & implied(_owner_roles(user, scope.team_id))
+    return _owner_roles(user, team)
+
+
+def _owner_roles(user: Any, team: Any) -> frozenset[str]:
+    held = _groups(user)
     if team is None:
         return held | frozenset(team_roles(user).values())
     role = team_roles(user).get(_team_id(team))
@@ -70,9 +130,14 @@ def team_ids_for(user: Any, *roles: str) -> frozenset[int] | None:
     """Return the ids of the teams where ``user`` holds any of ``roles`` (none given: any role).
 
     None means every team: the user holds one of them installation-wide. Scope a queryset
-    with ``qs if ids is None else qs.filter(team_id__in=ids)``.
+    with ``qs if ids is None else qs.filter(team_id__in=ids)``. A request made with an API
+    key (``request.auth`` carries its KeyScope) gets at most the key's team, never None.
     """
     wanted = set(roles or ALL_ROLES) | {ADMIN}
+    scope = _key_scope(user)
+    if scope is not None:
+        return frozenset({scope.team_id}) if user_roles(user, scope.team_id) & wanted else (
+            frozenset())
     if installation_roles(user) & wanted:
         return None
     return frozenset(t for t, role in team_roles(user).items() if role in wanted)

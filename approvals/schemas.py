@@ -81,9 +81,20 @@ class DecisionIn(StrictIn):
 
 
 class ApiKeyIn(StrictIn):
-    """A name for the new key, so people know what uses it."""
+    """A new key: its name, the team it acts in, its role there, and when it expires."""
 
     name: str = Field(min_length=1, max_length=100)
+    team: str = Field(min_length=1, max_length=100, description="the team's slug")
+    role: Literal["viewers", "operators", "support", "admins"] = Field(
+        description="never above the role you hold in that team")
+    expires_at: dt.datetime | None = Field(None, strict=False,
+                                            description="with a time zone; empty: never expires")
+
+
+class ApiKeyRotateIn(StrictIn):
+    """How long the old secret keeps working after the rotation (0: it stops now)."""
+
+    grace_s: int = Field(0, ge=0, le=7 * 24 * 3600)
 
 
 class ApiKeyOut(Schema):
@@ -92,9 +103,18 @@ class ApiKeyOut(Schema):
     id: int
     name: str
     prefix: str
+    team: str | None = Field(None, description="the team's slug")
+    role: str
     created_at: dt.datetime
+    expires_at: dt.datetime | None
+    rotated_at: dt.datetime | None
     last_used_at: dt.datetime | None
     revoked_at: dt.datetime | None
+
+    @staticmethod
+    def resolve_team(obj: Any) -> str | None:
+        """Return the team's slug."""
+        return obj.team.slug if obj.team_id else None
 
 
 class ApiKeyCreatedOut(ApiKeyOut):

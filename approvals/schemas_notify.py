@@ -14,6 +14,9 @@ from approvals.statuses import AttemptStatus, DeliveryStatus, NotifyStage
 class NotifyRuleIn(StrictIn):
     """A routing rule; blank match fields match anything, groups are given by name."""
 
+    team: str | None = Field(None, max_length=50, description=(
+        "the team whose runs it routes (slug); left out: a new rule goes to the only team "
+        "you administer (installation admins: the default team), a changed one stays"))
     name: str = Field(..., min_length=1, max_length=100)
     order: int = Field(100, ge=0, le=1_000_000)
     enabled: bool = True
@@ -34,6 +37,7 @@ class NotifyRuleOut(Schema):
     """A routing rule as stored."""
 
     id: int
+    team: str = Field(..., alias="team.slug")
     name: str
     order: int
     enabled: bool

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, Q
 
 from approvals.models import Approval, ApprovalVote, Delivery, Intervention, NotifyTrack
 from approvals.notify.escalation import track_open
@@ -45,10 +45,12 @@ def approval_get(*, approval_id: int) -> Approval | None:
     return Approval.objects.select_related("run", "tool_call").filter(pk=approval_id).first()
 
 
-def settings_history(*, limit: int = 30) -> list[Intervention]:
-    """Return the newest settings changes from the audit log."""
-    return list(Intervention.objects.filter(action__startswith="settings.")
-                .order_by("-id")[:limit])
+def settings_history(*, teams: list[str] | None, limit: int = 30) -> list[Intervention]:
+    """Return the newest settings changes of ``teams`` (slugs; None: every team) and prices."""
+    rows = Intervention.objects.filter(action__startswith="settings.")
+    if teams is not None:
+        rows = rows.filter(Q(data__team__in=teams) | Q(action="settings.model_price"))
+    return list(rows.order_by("-id")[:limit])
 
 
 def deliveries_for_run(*, run_id: Any, limit: int = 200) -> list[Delivery]:
@@ -63,6 +65,6 @@ def deliveries_for_run(*, run_id: Any, limit: int = 200) -> list[Delivery]:
 def notify_panel(*, run_id: Any) -> dict[str, Any]:
     """Return the run panel's notification facts: open SLA clocks and who was notified when."""
     clocks = [t for t in NotifyTrack.objects.filter(run_id=run_id, closed_at__isnull=True)
-              .select_related("group", "rule").order_by("created_at", "id")[:50]
+              .select_related("group", "rule__escalate_to").order_by("created_at", "id")[:50]
               if track_open(t)]
     return {"clocks": clocks, "deliveries": deliveries_for_run(run_id=run_id, limit=50)}

@@ -1,4 +1,4 @@
-"""Save admin settings (budget policies, tool limits) and record the diff in the audit log."""
+"""Save admin settings (budget policies, tool limits, rules) and audit the diff (with the team)."""
 from __future__ import annotations
 
 from typing import Any
@@ -30,11 +30,12 @@ def _settings_save(*, form: ModelForm, actor: Any, action: str, label: str) -> A
         if hasattr(obj, "updated_by_id"):
             obj.updated_by = actor
         obj.save()
-        after = {f: getattr(obj, f) for f in fields}
+        after = {f: getattr(obj, "team_id" if f == "team" else f) for f in fields}
         changes = _diff(before, after)
+        team = {"team": obj.team.slug} if hasattr(obj, "team_id") else {}
         audit_record(actor=actor, action=action,
-                     data={"target": getattr(obj, label) or "(global)", "created": creating,
-                           "changes": changes})
+                     data={"target": getattr(obj, label) or "(every agent)", **team,
+                           "created": creating, "changes": changes})
     return obj
 
 

@@ -62,7 +62,7 @@ def membership_set(*, user: Any, team: Any, role: str | None, actor: Any = None,
             Membership.objects.filter(team=team, user=user).delete()
         else:
             Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
-        audit_record(actor=actor, action="team.membership", reason=reason,
+        audit_record(actor=actor, action="team.membership", reason=reason, team=team,
                      data={"user": user.get_username(), "team": team.slug, "from": was,
                            "to": role})
     for cached in ("_agentops_team_roles", "_agentops_roles"):

@@ -33,4 +33,6 @@ class ArtifactAdmin(ReadOnlyAdmin):
 
 @admin.register(ToolLimit)
 class ToolLimitAdmin(ReadOnlyAdmin):
-    """Per-tool limits (edit them on the console's settings page or the API: audited)."""
+    """Per-team tool limits (edit them on the console's settings page or the API: audited)."""
+
+    list_display = ("tool", "team", "concurrency", "rate_per_minute", "breaker_opened_at")

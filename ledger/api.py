@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Path, Router
+from ninja import Path, Query, Router
 
 from agentops import api_auth
 from approvals import limits
+from approvals.teams import admin_scope, admin_team_get
 from ledger import api_selectors as sel
 from ledger.models import ToolLimit
 from ledger.schemas import ToolCallDetailOut, ToolLimitIn, ToolLimitOut
@@ -36,26 +37,41 @@ def get_tool_call(request: HttpRequest, tool_call_id: str = Path(..., max_length
     return call
 
 
+TEAM = Query(None, max_length=50, description=(
+    "the team's slug; left out: the only team you administer (installation admins: the "
+    "default team)"))
+
+
 @admin_router.get("", response=list[ToolLimitOut], summary="List tool limits")
-def list_tool_limits(request: HttpRequest):
-    """Return the limits set per tool."""
-    api_auth.admin(request)
-    return list(ToolLimit.objects.order_by("tool")[:1000])
+def list_tool_limits(request: HttpRequest, team: str | None = Query(
+        None, max_length=50, description="only this team's (slug)")):
+    """Return the limits per tool of the teams you administer (or of ``team``)."""
+    user = api_auth.admin(request)
+    rows = admin_scope(ToolLimit.objects.select_related("team"), user)
+    if team:
+        rows = rows.filter(team=admin_team_get(user=user, slug=team))
+    return list(rows.order_by("tool", "team__slug")[:1000])
 
 
 @admin_router.get("/{tool}", response=ToolLimitOut, summary="Get a tool's limits")
-def get_tool_limit(request: HttpRequest, tool: str = Path(..., max_length=100, pattern=TOOL_NAME)):
-    """Return the limits of one tool."""
-    api_auth.admin(request)
-    limit = ToolLimit.objects.filter(tool=tool).first()
+def get_tool_limit(request: HttpRequest, tool: str = Path(..., max_length=100, pattern=TOOL_NAME),
+                   team: str | None = TEAM):
+    """Return a team's limits of one tool."""
+    user = api_auth.admin(request)
+    owner = admin_team_get(user=user, slug=team)
+    limit = ToolLimit.objects.filter(team=owner, tool=tool).select_related("team").first()
     if limit is None:
-        raise ToolLimitNotFound(f"no limits are set for tool {tool}", tool=tool)
+        raise ToolLimitNotFound(f"team {owner.slug} sets no limits for tool {tool}", tool=tool,
+                                team=owner.slug)
     return limit
 
 
 @admin_router.put("/{tool}", response=ToolLimitOut, summary="Set a tool's limits")
 def set_tool_limit(request: HttpRequest, body: ToolLimitIn,
-                   tool: str = Path(..., max_length=100, pattern=TOOL_NAME)):
-    """Create or change a tool's limits; the change is written to the audit log."""
+                   tool: str = Path(..., max_length=100, pattern=TOOL_NAME),
+                   team: str | None = TEAM):
+    """Create or change a team's limits of a tool; the change is written to the audit log."""
     user = api_auth.admin(request)
-    return limits.tool_limit_set(actor=user, tool=tool, values=body.model_dump(exclude_unset=True))
+    owner = admin_team_get(user=user, slug=team)
+    return limits.tool_limit_set(actor=user, team=owner, tool=tool,
+                                 values=body.model_dump(exclude_unset=True))

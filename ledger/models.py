@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Q
 
 from ledger.statuses import Effect, Reversibility, ToolCallStatus, effect_class_of
+from runs.models.team import default_team_id
 
 
 class ToolCall(models.Model):
@@ -137,9 +138,11 @@ class Artifact(models.Model):
 
 
 class ToolLimit(models.Model):
-    """Admin-set limits for one tool, and its circuit-breaker state."""
+    """A team's limits for one tool, and the circuit-breaker state of its calls in that team."""
 
-    tool = models.CharField(max_length=100, unique=True)
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="tool_limits",
+                             default=default_team_id)
+    tool = models.CharField(max_length=100)
     concurrency = models.PositiveIntegerField(null=True, blank=True)
     rate_per_minute = models.PositiveIntegerField(null=True, blank=True)
     breaker_threshold = models.PositiveIntegerField(default=5)
@@ -157,6 +160,7 @@ class ToolLimit(models.Model):
             models.CheckConstraint(
                 condition=Q(breaker_threshold__gt=0), name="toollimit_breaker_positive"
             ),
+            models.UniqueConstraint(fields=["team", "tool"], name="toollimit_unique_per_team"),
         ]
 
     def __str__(self) -> str:

@@ -52,8 +52,9 @@ class ToolCallDetailOut(ToolCallOut):
 
 
 class ToolLimitOut(Schema):
-    """Admin-set limits of one tool and its circuit breaker."""
+    """A team's limits of one tool and its circuit breaker (for that team's calls)."""
 
+    team: str = Field(..., alias="team.slug")
     tool: str
     concurrency: int | None
     rate_per_minute: int | None

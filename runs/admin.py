@@ -54,7 +54,9 @@ class SignalAdmin(ReadOnlyAdmin):
 
 @admin.register(BudgetPolicy)
 class BudgetPolicyAdmin(ReadOnlyAdmin):
-    """Budget policies (edit them on the console's settings page or the API: audited)."""
+    """Per-team budget policies (edit them on the console's settings page or the API: audited)."""
+
+    list_display = ("agent_name", "team", "max_tokens", "max_cost_micros", "max_seconds")
 
 
 @admin.register(WorkerHeartbeat)

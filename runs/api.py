@@ -14,6 +14,7 @@ from approvals import limits
 from approvals.actions import RUN_ACTIONS, action_for
 from approvals.actions.terminate import Terminate
 from approvals.bulk import bulk_apply, bulk_count, bulk_preview
+from approvals.teams import admin_scope, admin_team_get
 from ledger.schemas import ToolCallOut
 from runs import api_selectors as sel
 from runs import services
@@ -222,25 +223,27 @@ def act_on_run(request: HttpRequest, run_id: uuid.UUID, body: ActionIn) -> dict:
 
 @admin_router.get("", response=list[BudgetPolicyOut], summary="List budget policies")
 def list_budget_policies(request: HttpRequest):
-    """Return every budget policy (the global one has an empty agent_name)."""
-    api_auth.admin(request)
-    return list(BudgetPolicy.objects.order_by("agent_name")[:1000])
+    """Return the policies of the teams you administer (empty agent_name: every agent)."""
+    user = api_auth.admin(request)
+    return list(admin_scope(BudgetPolicy.objects.select_related("team"), user)
+                .order_by("team__slug", "agent_name")[:1000])
 
 
 @admin_router.post("", response={201: BudgetPolicyOut}, summary="Create a budget policy")
 def create_budget_policy(request: HttpRequest, body: BudgetPolicyCreateIn):
-    """Create the policy of one agent (or the global one); 409 when it exists."""
+    """Create a team's policy of one agent (or for every agent); 409 when it exists."""
     user = api_auth.admin(request)
-    values = body.model_dump(exclude={"agent_name"})
-    return Status(201, limits.budget_policy_create(actor=user, agent_name=body.agent_name,
-                                                   values=values))
+    values = body.model_dump(exclude={"agent_name", "team"})
+    team = admin_team_get(user=user, slug=body.team)
+    return Status(201, limits.budget_policy_create(actor=user, team=team,
+                                                   agent_name=body.agent_name, values=values))
 
 
 @admin_router.get("/{policy_id}", response=BudgetPolicyOut, summary="Get a budget policy")
 def get_budget_policy(request: HttpRequest, policy_id: int = Path(..., ge=1, le=2**62)):
-    """Return one budget policy."""
-    api_auth.admin(request)
-    return limits.budget_policy_get(policy_id=policy_id)
+    """Return one budget policy (of a team you administer; any other is 404)."""
+    user = api_auth.admin(request)
+    return limits.budget_policy_get(user=user, policy_id=policy_id)
 
 
 @admin_router.patch("/{policy_id}", response=BudgetPolicyOut, summary="Update a budget policy")

@@ -10,9 +10,10 @@ from agentops.strict import StrictIn
 
 
 class BudgetPolicyOut(Schema):
-    """Admin-set default limits; ``agent_name`` empty is the global policy."""
+    """A team's default limits; ``agent_name`` empty is the team's policy for every agent."""
 
     id: int
+    team: str = Field(..., alias="team.slug")
     agent_name: str
     max_tokens: int | None
     max_model_calls: int | None
@@ -41,6 +42,9 @@ class BudgetPolicyIn(StrictIn):
 
 
 class BudgetPolicyCreateIn(BudgetPolicyIn):
-    """A new policy for one agent (empty name = the global policy)."""
+    """A new policy of a team for one agent (empty name = for every agent of the team)."""
 
     agent_name: str = Field("", max_length=100)
+    team: str | None = Field(None, max_length=50, description=(
+        "the team's slug; left out: the only team you administer (installation admins: "
+        "the default team)"))

@@ -199,9 +199,10 @@ def run_get_detail(*, run_id: Any) -> RunDetail:
     return RunDetail(run=run, tool_call=tool_call, approval=approval, steps=steps)
 
 
-def tool_breaker_closes_at(*, tool: str) -> dt.datetime | None:
-    """Return when ``tool``'s open circuit breaker lets calls through again, or None."""
-    return breaker_closes_at(ToolLimit.objects.filter(tool=tool).first()) if tool else None
+def tool_breaker_closes_at(*, tool: str, team_id: int) -> dt.datetime | None:
+    """Return when ``tool``'s open breaker in team ``team_id`` lets calls through, or None."""
+    return breaker_closes_at(ToolLimit.objects.filter(team_id=team_id, tool=tool).first()
+                             ) if tool else None
 
 
 def run_children(*, run: Run, limit: int = 50) -> list[Run]:
@@ -277,9 +278,9 @@ def model_prices() -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda r: r["model"])
 
 
-def spend_by_agent(*, limit: int = 100) -> list[dict[str, Any]]:
-    """Return runs, tokens and cost per agent, the most expensive first."""
-    return list(Run.objects.order_by().values("agent_name")
+def spend_by_agent(*, team_ids: list[int], limit: int = 100) -> list[dict[str, Any]]:
+    """Return runs, tokens and cost per agent of ``team_ids``' runs, the most expensive first."""
+    return list(Run.objects.filter(team_id__in=team_ids).order_by().values("agent_name")
                 .annotate(runs=Count("id"), tokens=Sum("tokens_used"), cost=Sum("cost_micros"))
                 .order_by("-cost", "agent_name")[:limit])
 

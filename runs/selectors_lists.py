@@ -6,6 +6,7 @@ from typing import Any
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 
+from approvals.roles import team_ids_for
 from runs.errors import RunNotFound
 from runs.models import Event, Run, SavedView
 from runs.selectors import PAGE_SIZE, Page
@@ -20,8 +21,12 @@ def run_get(*, run_id: Any) -> Run:
 
 
 def saved_view_list(*, user: Any) -> list[SavedView]:
-    """Return ``user``'s saved views by name."""
-    return list(SavedView.objects.filter(user=user).order_by("name")[:100])
+    """Return ``user``'s saved views by name; a view of a team they have left is hidden."""
+    views = SavedView.objects.filter(user=user).select_related("team")
+    ids = team_ids_for(user)
+    if ids is not None:
+        views = views.filter(Q(team__isnull=True) | Q(team_id__in=ids))
+    return list(views.order_by("name")[:100])
 
 
 def event_history(*, run_id: Any, type: str = "", text: str = "", after_seq: int | None = None,

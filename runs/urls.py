@@ -1,9 +1,8 @@
 """Console URL routes (app_name "console")."""
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, lists,
-                        queue, trace, world)
+from runs.views import (actions, admin_pages, decision_links, detail, history, inbox, keys,
+                        lists, queue, signin, teams, trace, world)
 
 app_name = "console"
 urlpatterns = [
@@ -33,8 +32,14 @@ urlpatterns = [
     path("settings/<str:kind>/new/", admin_pages.settings_edit, name="settings_new"),
     path("settings/<str:kind>/<int:pk>/", admin_pages.settings_edit, name="settings_edit"),
     path("audit/", admin_pages.audit, name="audit"),
+    path("teams/", teams.teams_page, name="teams"),
+    path("teams/<slug:slug>/", teams.team_page, name="team"),
+    path("keys/", keys.api_keys, name="api_keys"),
+    path("keys/<int:key_id>/rotate/", keys.api_key_rotate, name="api_key_rotate"),
+    path("keys/<int:key_id>/revoke/", keys.api_key_revoke, name="api_key_revoke"),
     path("world/", world.world_page, name="world"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True),
-         name="login"),
-    path("logout/", auth_views.LogoutView.as_view(next_page="console:login"), name="logout"),
+    path("login/", signin.SignInView.as_view(), name="login"),
+    path("logout/", signin.sign_out, name="logout"),
+    path("oidc/authenticate/", signin.SsoStart.as_view(), name="oidc_start"),
+    path("oidc/callback/", signin.SsoCallback.as_view(), name="oidc_callback"),
 ]

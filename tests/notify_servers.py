@@ -127,3 +127,70 @@ def receiver_running() -> Iterator[Receiver]:
             srv.hold_reply.set()
         srv.shutdown()
         srv.server_close()
+
+
+class SyslogListener:
+    """A real syslog receiver on localhost: UDP datagrams, or TCP with octet counting."""
+
+    def __init__(self, proto: str) -> None:
+        self.proto = proto
+        kind = socket.SOCK_DGRAM if proto == "udp" else socket.SOCK_STREAM
+        self.sock = socket.socket(socket.AF_INET, kind)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.messages: list[bytes] = []
+        self.stopped = threading.Event()
+        if proto == "tcp":
+            self.sock.listen()
+        self.sock.settimeout(0.2)
+
+    @property
+    def url(self) -> str:
+        """Return the AGENTOPS_AUDIT_SINK address of this listener."""
+        return f"syslog+{self.proto}://127.0.0.1:{self.port}"
+
+    def serve(self) -> None:
+        """Keep what arrives until stopped."""
+        while not self.stopped.is_set():
+            try:
+                if self.proto == "udp":
+                    self.messages.append(self.sock.recv(65535))
+                else:
+                    conn, _ = self.sock.accept()
+                    threading.Thread(target=self._read_frames, args=(conn,), daemon=True).start()
+            except TimeoutError:
+                continue
+
+    def _read_frames(self, conn: socket.socket) -> None:
+        """Read RFC 6587 octet-counted frames: "<length> <message>"."""
+        buf = b""
+        with conn:
+            conn.settimeout(5)
+            while True:
+                try:
+                    chunk = conn.recv(65536)
+                except (TimeoutError, OSError):
+                    return
+                if not chunk:
+                    return
+                buf += chunk
+                while b" " in buf:
+                    size, _, rest = buf.partition(b" ")
+                    if len(rest) < int(size):
+                        break
+                    self.messages.append(rest[:int(size)])
+                    buf = rest[int(size):]
+
+
+@contextmanager
+def syslog_running(proto: str) -> Iterator[SyslogListener]:
+    """Run a real syslog listener (``udp`` or ``tcp``) on localhost for the block."""
+    listener = SyslogListener(proto)
+    thread = threading.Thread(target=listener.serve, daemon=True)
+    thread.start()
+    try:
+        yield listener
+    finally:
+        listener.stopped.set()
+        thread.join(2)
+        listener.sock.close()

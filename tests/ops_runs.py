@@ -99,3 +99,17 @@ def out_of_turns(name: str = "ops-turns") -> Run:
     run = run_start(agent=name, goal="Survey prices")
     assert drive(run) == "blocked" and run.attention_reason == "loop_detected"
     return run
+
+
+def planned_then_blocked(name: str = "ops-planner") -> Run:
+    """Blocked in step 1 of 5 (lookup refused): four steps still to run, a plan to edit."""
+    world.fail_next["lookup"] = [ToolPermissionDenied("no access to region eu")]
+    _agent(name, {"check": [call("lookup", item="eu"), say("checked")],
+                  "pack": [say("packed")], "label": [say("labelled")],
+                  "ship": [say("shipped")], "notify": [say("told")]},
+           [("check", "Check the stock"), ("pack", "Pack the order"),
+            ("label", "Print the label"), ("ship", "Ship the parcel"),
+            ("notify", "Tell the customer")])
+    run = run_start(agent=name, goal="Ship order A-3003")
+    assert drive(run) == "blocked"
+    return run

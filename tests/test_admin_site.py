@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
 from approvals.apikeys import apikey_create
 from approvals.models import ApiKey
@@ -46,6 +47,7 @@ def test_the_event_log_cannot_be_added_changed_or_deleted(root):
 
 def test_api_keys_show_no_hash_and_can_be_revoked(root):
     owner = get_user_model().objects.create_user("bot")
+    owner.groups.add(Group.objects.get(name="viewers"))
     key, raw = apikey_create(user=owner, name="ci")
     page = root.get(f"/admin/approvals/apikey/{key.pk}/change/").content.decode()
     assert key.key_hash not in page and raw not in page

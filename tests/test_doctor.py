@@ -162,3 +162,19 @@ def test_behind_a_pooler_doctor_counts_the_owner_sessions_against_max_connection
     over = _by_name()["db_sessions"]
     assert not over.ok and "2000 owner session(s)" in over.message, over.message
     assert "Behind PgBouncer" in over.message
+
+
+def test_a_role_map_naming_a_missing_team_is_reported(production):
+    from agentops.settings_sso import sso_settings
+    from runs.models import Team
+    from tests.oidc_bad_provider import provider_env
+
+    role_map = '{"pay-ops": "payments:operators", "ml": "research:viewers", "all": "viewers"}'
+    for name, value in sso_settings(provider_env("https://idp.example.com",
+                                                 AGENTOPS_OIDC_ROLE_MAP=role_map)).items():
+        setattr(production, name, value)
+    Team.objects.create(slug="payments", name="Payments")
+    check = _by_name()["sso_teams"]
+    assert not check.ok and "do not exist: research;" in check.message
+    Team.objects.create(slug="research", name="Research")
+    assert _by_name()["sso_teams"].ok

@@ -237,11 +237,12 @@ def live_lines(runs: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str]],
+def _banner(out: IO[str], port: int, logins: list[tuple[str, str, str, str]],
             runs: dict[str, Any], timing: str, logs: Path | None = None) -> None:
     lines = ["", f"AgentOps demo is up:  http://127.0.0.1:{port}/", f"  ({timing})", "",
              "Demo logins (DEMO ONLY, never use these passwords anywhere else):"]
-    lines += [f"  {u:<9} {p:<18} role: {r}" for u, p, r in logins]
+    lines += [f"  {u:<13} {p:<22} role: {r} in {f'team {t} only' if t else 'every team'}"
+              for u, p, r, t in logins]
     lines += ["", "Seeded runs, settled (the same on every launch):"]
     lines += [f"  {name:<22} {run_state(run)}" for name, run in runs.items() if not is_live(run)]
     live = live_lines(runs)

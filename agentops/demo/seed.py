@@ -1,4 +1,8 @@
-"""Seed the demo: one user per role (demo-only passwords) and runs that end in every state.
+"""Seed the demo: two teams, one user per role (demo-only passwords) and runs in every state.
+
+The returns runs belong to the team ``support-desk``, the sales reports and the document
+batch to ``payments``; the users named after a role hold it in every team, and one more user
+per team holds a role in that team only, so a newcomer sees what a team member sees.
 
 Seeded runs are driven in this process with run_tick, so the console shows them at once. The
 live ones are left queued for the worker so a visitor sees runs move from the first seconds:
@@ -25,8 +29,9 @@ from django.utils import timezone
 from agentops.demo.scripts import EXTRACT_PARTS
 from approvals.actions.terminate import ACTION as terminate
 from approvals.roles import ADMIN, OPERATOR, SUPPORT, VIEWER
+from approvals.users import membership_set
 from runs.engine.runtime.loop import run_tick
-from runs.models import Run
+from runs.models import Run, Team
 from runs.services import run_start
 from runs.statuses import RUNNABLE
 
@@ -35,6 +40,12 @@ LATE_APPROVAL_SCALE = 6  # the second live refund's approval: for whoever opens 
 # Demo-only credentials: printed on start, never for a real deployment.
 DEMO_USERS = (("viewer", VIEWER, "demo-viewer-pw"), ("operator", OPERATOR, "demo-operator-pw"),
               ("support", SUPPORT, "demo-support-pw"), ("admin", ADMIN, "demo-admin-pw"))
+DEMO_TEAMS = (("payments", "Payments"), ("support-desk", "Support desk"))
+# (username, team, role in that team only, password)
+DEMO_TEAM_USERS = (("pay-admin", "payments", ADMIN, "demo-pay-admin-pw"),
+                   ("desk-operator", "support-desk", OPERATOR, "demo-desk-operator-pw"))
+AGENT_TEAMS = {"support-returns": "support-desk", "sales-report": "payments",
+               "document-batch": "payments"}
 
 
 @dataclass(frozen=True)
@@ -127,21 +138,35 @@ def is_live(run: Run) -> bool:
     return True
 
 
-def users_seed() -> list[tuple[str, str, str]]:
-    """Create the demo users (one per role); return (username, password, role) for each."""
+def users_seed() -> list[tuple[str, str, str, str]]:
+    """Create the demo teams and users; return (username, password, role, team) for each.
+
+    ``team`` is "" for a role held in every team (a Django group).
+    """
     with transaction.atomic():
+        teams = {slug: Team.objects.get_or_create(slug=slug, defaults={"name": name})[0]
+                 for slug, name in DEMO_TEAMS}
         for username, role, password in DEMO_USERS:
-            user, _ = User.objects.get_or_create(username=username,
-                                                 defaults={"is_staff": role == ADMIN})
-            user.set_password(password)
-            user.save(update_fields=["password"])
+            user = _demo_user(username, password, staff=role == ADMIN)
             user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return [(u, p, r) for u, r, p in DEMO_USERS]
+        for username, team, role, password in DEMO_TEAM_USERS:
+            user = _demo_user(username, password, staff=False)
+            membership_set(user=user, team=teams[team], role=role, actor="demo-seed")
+    return [(u, p, r, "") for u, r, p in DEMO_USERS] + [
+        (u, p, r, t) for u, t, r, p in DEMO_TEAM_USERS]
+
+
+def _demo_user(username: str, password: str, *, staff: bool) -> User:
+    user, _ = User.objects.get_or_create(username=username, defaults={"is_staff": staff})
+    user.set_password(password)
+    user.save(update_fields=["password"])
+    return user
 
 
 def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
     """Start every scenario's run and drive it in-process; return the runs by scenario name."""
     operator = User.objects.filter(username="operator").first()
+    teams = {t.slug: t for t in Team.objects.filter(slug__in=set(AGENT_TEAMS.values()))}
     runs = {}
     for sc in SCENARIOS:
         key = f"demo:{sc.name}"
@@ -149,7 +174,8 @@ def runs_seed(*, drive_live: bool = False) -> dict[str, Run]:
             key = _live_key(key)
         run = run_start(agent=sc.agent, goal=sc.goal,
                         input=live_input(sc) if sc.live else sc.input, budget=sc.budget,
-                        idempotency_key=key, actor="demo-seed")
+                        idempotency_key=key, actor="demo-seed",
+                        team=teams.get(AGENT_TEAMS[sc.agent]))
         if not sc.live or drive_live:
             run_drive(run)
         if sc.terminate and not run.is_terminal:
@@ -191,6 +217,6 @@ def run_state(run: Run) -> str:
     return run.status
 
 
-def demo_seed() -> tuple[list[tuple[str, str, str]], dict[str, Run]]:
+def demo_seed() -> tuple[list[tuple[str, str, str, str]], dict[str, Run]]:
     """Seed users and runs (idempotent: what exists is kept); return the logins and runs."""
     return users_seed(), runs_seed()

@@ -8,15 +8,19 @@ from django.conf import settings
 from django.db import models
 
 from approvals.statuses import AttemptStatus, DeliveryStatus, NotifyStage, NotifySubject
+from runs.models.team import default_team_id
 
 
 class NotifyRule(models.Model):
     """Which approvals and stuck runs go to which group and channel, with what SLA.
 
-    Blank match fields match anything. Every matching enabled rule sends; the first by
-    ``order`` assigns the approval to its group.
+    A rule belongs to a team and routes only that team's runs and approvals. Blank match
+    fields match anything. Every matching enabled rule sends; the first by ``order``
+    assigns the approval to its group.
     """
 
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="notify_rules",
+                             default=default_team_id)
     name = models.CharField(max_length=100)
     order = models.PositiveIntegerField(default=100)
     enabled = models.BooleanField(default=True)

@@ -22,12 +22,13 @@ from approvals.notify.routing import rules_matching
 from approvals.statuses import NotifyStage, NotifySubject
 
 
-def approvals_assign(rows: list[Approval], *, agent: str) -> list[tuple[Approval, list[NotifyRule]]]:
-    """Assign each unsaved approval to its first matching rule's group; return the matches."""
+def approvals_assign(rows: list[Approval], *, agent: str, team_id: int
+                     ) -> list[tuple[Approval, list[NotifyRule]]]:
+    """Assign each unsaved approval to its team's first matching rule's group; return matches."""
     plans = []
     for a in rows:
-        rules = rules_matching(subject=NotifySubject.APPROVAL, agent=agent, tool=a.tool,
-                               risk=a.risk)
+        rules = rules_matching(subject=NotifySubject.APPROVAL, team_id=team_id, agent=agent,
+                               tool=a.tool, risk=a.risk)
         grouped = [r for r in rules if r.group_id]
         if grouped and a.assigned_group_id is None:
             a.assigned_group_id = grouped[0].group_id
@@ -49,8 +50,8 @@ def stuck_writer(run: Any, *, reason: str, version: int) -> Callable[[], None]:
     """Return a writer owing the notices of ``run`` going stuck for ``reason`` at ``version``."""
 
     def write() -> None:
-        for rule in rules_matching(subject=NotifySubject.STUCK, agent=run.agent_name,
-                                   failure_class=reason):
+        for rule in rules_matching(subject=NotifySubject.STUCK, team_id=run.team_id,
+                                   agent=run.agent_name, failure_class=reason):
             track = _track(key=f"run:{run.pk}:v{version}:rule:{rule.pk}",
                            subject=NotifySubject.STUCK, run_id=run.pk, approval_id=None,
                            rule=rule)

@@ -63,7 +63,7 @@ def send_slack(d: Delivery, msg: Message, decl: dict[str, Any]) -> str:
                                                      "text": f"*{msg.subject}*\n" + "\n".join(msg.lines)}},
                        {"type": "actions", "block_id": f"agentops-{d.key[:16]}",
                         "elements": buttons}]}
-    return _post(decl["url"], body, {KEY_HEADER: d.key})
+    return http_post(decl["url"], body, {KEY_HEADER: d.key})
 
 
 def send_webhook(d: Delivery, msg: Message, decl: dict[str, Any]) -> str:
@@ -73,7 +73,7 @@ def send_webhook(d: Delivery, msg: Message, decl: dict[str, Any]) -> str:
             "links": [{"label": label, "url": url} for label, url in msg.links]}
     raw = json.dumps(body, sort_keys=True).encode()
     stamp = str(int(time.time()))
-    return _post(decl["url"], raw, {KEY_HEADER: d.key, TIMESTAMP_HEADER: stamp,
+    return http_post(decl["url"], raw, {KEY_HEADER: d.key, TIMESTAMP_HEADER: stamp,
                                     SIGNATURE_HEADER: signature(decl["secret"], stamp, raw)})
 
 
@@ -88,7 +88,8 @@ def _button_style(label: str) -> dict[str, str]:
     return {"style": styles[label]} if label in styles else {}
 
 
-def _post(url: str, body: Any, headers: dict[str, str]) -> str:
+def http_post(url: str, body: Any, headers: dict[str, str]) -> str:
+    """POST JSON ``body`` (or raw bytes); return "HTTP <status>" or raise DeliveryFailed."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     req = urllib.request.Request(url, data=raw, method="POST",
                                  headers={"Content-Type": "application/json", **headers})

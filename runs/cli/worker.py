@@ -10,6 +10,7 @@ from django.conf import settings
 from django_q.cluster import Cluster
 
 from agentops.agents import registry
+from approvals.audit_sink import audit_sink_loop
 from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
 from runs.pooler import pooled
@@ -57,7 +58,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
 
 
 def _sweeper_start(stop: threading.Event) -> threading.Thread:
-    """Start the sweeper thread and the notification sender thread; return the sweeper's."""
+    """Start the sweeper, notification sender and audit stream threads; return the sweeper's."""
     thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
                               kwargs={"name": sweeper_name()}, daemon=True)
     thread.start()
@@ -65,6 +66,11 @@ def _sweeper_start(stop: threading.Event) -> threading.Thread:
     threading.Thread(target=sender_loop, args=(stop,), name="agentops-notify",
                      kwargs={"interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S},
                      daemon=True).start()
+    if settings.AGENTOPS_AUDIT_SINK:
+        # The audit stream too: a SIEM that is down delays neither recovery nor notices.
+        threading.Thread(target=audit_sink_loop, args=(stop,), name="agentops-audit-sink",
+                         kwargs={"interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S},
+                         daemon=True).start()
     return thread
 
 

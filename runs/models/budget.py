@@ -5,11 +5,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from runs.models.team import default_team_id
+
 
 class BudgetPolicy(models.Model):
-    """Default limits for runs; ``agent_name`` blank is the global policy. Null = no limit."""
+    """A team's default limits for its runs; blank ``agent_name`` = every agent. Null = no limit."""
 
-    agent_name = models.CharField(max_length=100, blank=True, unique=True)
+    team = models.ForeignKey("runs.Team", on_delete=models.PROTECT,
+                             related_name="budget_policies", default=default_team_id)
+    agent_name = models.CharField(max_length=100, blank=True)
     max_tokens = models.BigIntegerField(null=True, blank=True)
     max_model_calls = models.PositiveIntegerField(null=True, blank=True)
     max_tool_calls = models.PositiveIntegerField(null=True, blank=True)
@@ -39,10 +43,12 @@ class BudgetPolicy(models.Model):
                 condition=Q(max_cost_micros__isnull=True) | Q(max_cost_micros__gt=0),
                 name="budget_cost_positive",
             ),
+            models.UniqueConstraint(fields=["team", "agent_name"],
+                                    name="budget_policy_unique_per_team"),
         ]
 
     def __str__(self) -> str:
-        return self.agent_name or "(global)"
+        return self.agent_name or "(every agent)"
 
 
 class ModelPrice(models.Model):

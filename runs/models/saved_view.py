@@ -10,6 +10,9 @@ class SavedView(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
                              related_name="saved_views")
+    # The team whose runs it filters; null = every team the user sees. Hidden once they leave it.
+    team = models.ForeignKey("runs.Team", null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
     name = models.CharField(max_length=80)
     query = models.CharField(max_length=2000)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -31,6 +32,10 @@ def role_required(predicate: Callable[[Any], bool] = can_view) -> Callable[[View
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path(), reverse("console:login"))
+            if not user_roles(request.user):
+                # Signed in (often through single sign-on) but no group maps to a role here.
+                return render(request, "no_role.html", {"perm": perms(request.user),
+                                                        "sso_name": _sso_name()}, status=403)
             if not predicate(request.user):
                 raise PermissionDenied("Your role does not allow this.")
             return view(request, *args, **kwargs)
@@ -38,6 +43,11 @@ def role_required(predicate: Callable[[Any], bool] = can_view) -> Callable[[View
         return wrapper
 
     return decorate
+
+
+def _sso_name() -> str:
+    on = getattr(settings, "OIDC_RP_CLIENT_ID", "")
+    return getattr(settings, "AGENTOPS_OIDC_PROVIDER_NAME", "") if on else ""
 
 
 def perms(user: Any) -> dict[str, Any]:

@@ -1,17 +1,24 @@
-"""Admin settings (budget policies, tool limits) and the audit log."""
+"""Admin settings (budget policies, tool limits, rules, prices) and the audit log.
+
+Budget policies, tool limits and notification rules belong to a team: a team admin sees and
+edits only their teams' (another team's id is 404); model prices are the installation's and
+only installation admins change them.
+"""
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from approvals.forms import BudgetPolicyForm, ModelPriceForm, NotifyRuleForm, ToolLimitForm
 from approvals.models import NotifyRule
-from approvals.roles import can_admin
+from approvals.audit_sink import audit_sink_status
+from approvals.roles import can_admin, is_installation_admin
 from approvals.selectors import settings_history
 from approvals.services_settings import (
     budget_policy_save,
@@ -19,6 +26,7 @@ from approvals.services_settings import (
     notify_rule_save,
     tool_limit_save,
 )
+from approvals.teams import admin_scope, admin_team_slugs, admin_teams
 from ledger.models import ToolLimit
 from runs import selectors as sel
 from runs.models import BudgetPolicy, ModelPrice
@@ -35,26 +43,42 @@ _KINDS = {
 @require_GET
 @role_required(can_admin)
 def settings_page(request: HttpRequest) -> HttpResponse:
-    """List budget policies, model prices, spend by agent and tool limits, with history."""
+    """List the settings of the teams you administer, model prices and spend, with history."""
+    user = request.user
+    teams = list(admin_teams(user))
     return page(request, "settings/index.html", {
-        "policies": BudgetPolicy.objects.order_by("agent_name")[:200],
+        "policies": admin_scope(BudgetPolicy.objects.select_related("team", "updated_by"), user)
+        .order_by("team__slug", "agent_name")[:200],
         "prices": sel.model_prices(),
-        "spend": sel.spend_by_agent(),
-        "limits": ToolLimit.objects.order_by("tool")[:500],
-        "rules": NotifyRule.objects.select_related("group", "escalate_to")[:500],
-        "history": settings_history(),
+        "prices_editable": is_installation_admin(user),
+        "spend": sel.spend_by_agent(team_ids=[t.pk for t in teams]),
+        "limits": admin_scope(ToolLimit.objects.select_related("team"), user)
+        .order_by("team__slug", "tool")[:500],
+        "rules": admin_scope(NotifyRule.objects, user)
+        .select_related("team", "group", "escalate_to")[:500],
+        "history": settings_history(teams=admin_team_slugs(user)),
+        "teams": teams,
     })
 
 
 @require_http_methods(["GET", "POST"])
 @role_required(can_admin)
 def settings_edit(request: HttpRequest, kind: str, pk: int | None = None) -> HttpResponse:
-    """Create or edit a budget policy or tool limit; saving audits the diff."""
+    """Create or edit a setting of a team you administer (or a price); saving audits the diff."""
     if kind not in _KINDS:
         return redirect("console:settings")
     model, form_class, save, title = _KINDS[kind]
-    instance = get_object_or_404(model, pk=pk) if pk else None
-    form = form_class(request.POST or None, instance=instance)
+    if model is ModelPrice:
+        if not is_installation_admin(request.user):
+            raise PermissionDenied("Model prices are the installation's: only its admins "
+                                   "change them.")
+        instance = get_object_or_404(model, pk=pk) if pk else None
+        form = form_class(request.POST or None, instance=instance)
+    else:
+        instance = get_object_or_404(admin_scope(model.objects, request.user), pk=pk) if pk \
+            else None
+        form = form_class(request.POST or None, instance=instance,
+                          teams=admin_teams(request.user))
     if request.method == "POST" and form.is_valid():
         save(form=form, actor=request.user)
         messages.success(request, f"{title} saved.")
@@ -84,4 +108,6 @@ def audit(request: HttpRequest) -> HttpResponse:
     rows = sel.audit_list(filters=filters, before_id=int_or_none(get.get("before")))
     params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
                               if get.get(k)}
-    return page(request, "audit.html", {"page": rows, "f": params}, partial="rows")
+    sink = audit_sink_status() if is_installation_admin(request.user) else None
+    return page(request, "audit.html", {"page": rows, "f": params, "sink": sink},
+                partial="rows")

@@ -87,7 +87,7 @@ def panel_context(request: HttpRequest, detail: sel.RunDetail) -> dict[str, Any]
             "same_failure": same_failure(run=run), "precedent": precedent_read(run=run),
             "stuck": is_stuck(run.status), "notify": notify_panel(run_id=run.pk),
             "breaker_until": sel.tool_breaker_closes_at(
-                tool=detail.tool_call.tool if detail.tool_call else "")}
+                tool=detail.tool_call.tool if detail.tool_call else "", team_id=run.team_id)}
 
 
 @require_GET

@@ -28,7 +28,7 @@ def saved_view_save(request: HttpRequest) -> HttpResponse:
     query = request.POST.get("query", "").lstrip("?")
     try:
         view = saved_view_create(user=request.user, name=request.POST.get("name", ""),
-                                 query=query)
+                                 query=query, team=request.POST.get("team", "").strip())
     except RunError as exc:
         messages.error(request, f"The view was not saved: {exc.message}.")
         return HttpResponseRedirect(_queue_url(query), status=303)

@@ -74,8 +74,8 @@ def test_session_writes_need_the_csrf_token(make_user):
     assert_error(response, 403, "forbidden")
     client.get("/api/runs")  # any page would do; the test client needs a token cookie
     token = _csrf_token(client)
-    response = client.post("/api/keys", {"name": "x"}, content_type="application/json",
-                           headers={"X-CSRFToken": token})
+    response = client.post("/api/keys", {"name": "x", "team": "default", "role": "viewers"},
+                           content_type="application/json", headers={"X-CSRFToken": token})
     assert response.status_code == 201
 
 

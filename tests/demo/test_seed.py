@@ -19,9 +19,25 @@ def test_seed_ends_each_scenario_in_its_state(demo):
     assert states == {sc.name: "queued" if sc.live else sc.expect for sc in seed.SCENARIOS}
     assert EVERY_STATE <= set(states.values())
     assert world.effects_duplicated() == []
-    for username, password, role in logins:
+    for username, password, role, team in logins:
         user = User.objects.get(username=username)
-        assert user.check_password(password) and user.groups.filter(name=role).exists()
+        assert user.check_password(password)
+        if team:  # a role in that one team, none across the installation
+            assert not user.groups.exists()
+            assert list(user.memberships.values_list("team__slug", "role")) == [(team, role)]
+        else:
+            assert user.groups.filter(name=role).exists()
+    assert {t for *_, t in logins} == {"", "payments", "support-desk"}
+    assert {run.team.slug for run in runs.values()} == {"payments", "support-desk"}
+    import io
+
+    from agentops.demo.launch import _banner
+
+    banner = io.StringIO()
+    _banner(banner, 8000, logins, runs, "timing")
+    assert "role: admins in team payments only" in banner.getvalue()
+    assert "role: operators in team support-desk only" in banner.getvalue()
+    assert "role: viewers in every team" in banner.getvalue()
 
 
 def test_seeding_twice_starts_nothing_new_and_repeats_no_effect(demo):

@@ -80,6 +80,8 @@ PAGES: tuple[ConsolePage, ...] = (
     _dialog("dialog-rollback", "{loop}", "rollback"),
     _dialog("dialog-terminate", "{blocked}", "terminate"),
     _dialog("dialog-confirm-executed", "{unknown}", "confirm_executed"),
+    _dialog("dialog-edit-plan", "{blocked}", "edit_plan"),
+    _dialog("dialog-restart", "{blocked}", "restart"),
     ConsolePage("confirm-page-retry", "run_action", ("{blocked}", "retry"), roles=OPERATE),
     ConsolePage("confirm-page-rollback", "run_action", ("{loop}", "rollback"), roles=OPERATE),
     ConsolePage("bulk-selected", "bulk", query="tab=blocked&run={blocked}&run={budget}",
@@ -99,12 +101,18 @@ PAGES: tuple[ConsolePage, ...] = (
                 roles=ADMIN),
     ConsolePage("settings-new-price", "settings_new", ("price",), roles=ADMIN),
     ConsolePage("settings-edit-price", "settings_edit", ("price", "{price}"), roles=ADMIN),
+    ConsolePage("teams", "teams", roles=ADMIN),
+    ConsolePage("team", "team", ("payments",), roles=ADMIN),
+    ConsolePage("api-keys", "api_keys"),
     ConsolePage("run-not-found", "run", ("00000000-0000-4000-8000-000000000000",), status=404),
 )
 
 # Named console URLs that are not pages of their own, and why.
 NOT_PAGES = {
-    "logout": "POST only: signs out and redirects to the login page",
+    "logout": "POST only: signs out and redirects to the login page (or, after single "
+              "sign-on, a page that moves on to the provider's end-session)",
+    "oidc_start": "a redirect to the identity provider (404 unless single sign-on is on)",
+    "oidc_callback": "the identity provider's redirect back; signs in and redirects",
     "run_events": "a fragment: the run page's Events card (checked on every run-* page)",
     "run_ledger": "a fragment: the run page's Ledger card (checked on every run-* page)",
     "run_context": "a fragment loaded into the run page (checked on run-context)",
@@ -118,6 +126,8 @@ NOT_PAGES = {
     "decision_link": "opened from a signed link in a message (needs a fresh token): "
                      "tests/e2e/test_decision_link_page.py opens it in Chromium",
     "slack_interactions": "POST only: JSON answers to Slack-compatible button presses",
+    "api_key_rotate": "POST only: shows the API keys page with the new secret once",
+    "api_key_revoke": "POST only: revokes a key and redirects to the API keys page",
 }
 
 # Whole namespaces (and top-level names) that are not console pages.

@@ -50,8 +50,11 @@ def test_createuser_refuses_bad_roles_and_existing_users_unless_asked():
     with pytest.raises(CommandError, match="already exists .*roles: viewers.*--existing"):
         _cli("createuser", "sam", "--role", "admins")
     out = _cli("createuser", "sam", "--role", "admins", "--existing", "--api-key")
-    assert "user sam updated" in out and "ao_" in out
+    assert "user sam updated" in out and "for team default as admins" in out
     assert ApiKey.objects.filter(user__username="sam").count() == 1
+    with pytest.raises(CommandError, match="no team 'nope'"):
+        _cli("createuser", "sam", "--role", "admins", "--existing", "--api-key",
+             "--key-team", "nope")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from django.urls import reverse
 from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, WaitForChildren, tool
+from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Run
 from runs.services import run_start
 from runs.sweeper import sweep_once
@@ -68,14 +69,15 @@ def test_a_child_that_saved_7_of_10_ends_with_exceptions_and_its_parent_says_so(
     kid.refresh_from_db()
     [item] = kid.exceptions
     assert item["kind"] == "count_short" and (item["got"], item["need"]) == (7, 10)
-    assert item["what"] == "step save reached 7 of 10 saved"
+    assert item["what"] == "step save reached 7 of 10 saved; missing: doc-7, doc-8, doc-9"
     told = [e.data for e in kid.events.filter(type="step.incomplete")]
     assert told and told[0]["missing_fields"] == ["count:saved"]
-    assert "saved at 7 of 10 (the 10 items of input doc_ids)" in told[0]["reason"]
+    assert "saved at 7 of 10 (the 10 items of input doc_ids); missing: doc-7, doc-8, doc-9" \
+        in told[0]["reason"]  # the model is told which documents it still owes
 
     operator = make_role_users()["operator"]
     html = client_for(operator).get(reverse("console:run", args=[kid.pk])).content.decode()
-    assert "step save reached 7 of 10 saved" in html
+    assert "step save reached 7 of 10 saved; missing: doc-7, doc-8, doc-9" in html
 
     sweep_once()
     assert drive(parent) == "completed_with_exceptions"
@@ -98,6 +100,20 @@ def test_a_child_told_what_is_missing_that_saves_the_rest_succeeds(engine, monke
     assert kid.exceptions == []
     sweep_once()
     assert drive(parent) == "succeeded"
+
+
+def test_saving_the_same_documents_again_does_not_reach_the_count(engine, monkeypatch):
+    _agents()
+    monkeypatch.setattr("tests.runs.test_requires_count.SECOND", DOCS[:3])  # saved already
+    parent = run_start(agent="count-batch", goal="save every document")
+    assert drive(parent) == "waiting"
+    [kid] = Run.objects.filter(parent=parent)
+    assert drive(kid) == "completed_with_exceptions"  # 10 saves, 7 documents
+    kid.refresh_from_db()
+    [item] = kid.exceptions
+    assert (item["got"], item["need"]) == (7, 10)
+    assert item["what"] == "step save reached 7 of 10 saved; missing: doc-7, doc-8, doc-9"
+    assert replay_state(kid.pk) == load_state(kid.pk)  # the log reduces to the snapshot
 
 
 def test_a_count_must_be_a_positive_number_or_an_input_name():

@@ -26,3 +26,15 @@ def test_every_python_block_runs(engine):
                 raise AssertionError(f"docs/triage.md block {i} failed: {exc!r}\n{code}") from exc
     finally:
         world.reset()
+
+
+def test_each_stop_of_issue_32_has_its_own_runnable_example():
+    text = DOC.read_text()
+    for heading, reason in (
+            ("## Run budgets: failures across steps, deadlines, child shares", "failure_budget"),
+            ("## Edit plan and Restart from input in the recommendation", "restart"),
+            ("## The world changed while this run waited", "world_changed"),
+            ("## Stopped by the memory budget, or short of a count", "memory_budget")):
+        assert f"\n{heading}\n" in text, heading
+        section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+        assert "```python" in section and reason in section, heading

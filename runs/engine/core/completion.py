@@ -15,6 +15,8 @@ from typing import Any
 
 import jsonschema
 
+from runs.engine.core.outcome_state import count_item
+
 
 @dataclass
 class Unmet:
@@ -71,7 +73,8 @@ def step_unmet(state: dict[str, Any], step: str, final_text: str,
         out.reasons.append(f"without the facts {', '.join(lacking)}")
     if done.get("output_schema") is not None:
         _check_output(done["output_schema"], final_text, out)
-    _check_counts(state, done.get("counts") or {}, st.get("counts") or {}, out)
+    _check_counts(state, done.get("counts") or {}, st.get("counts") or {}, out,
+                  st.get("count_items") or {})
     _only_tool_refused(st, offered, out)
     return out
 
@@ -82,7 +85,7 @@ def count_short_only(unmet: Unmet) -> bool:
 
 
 def _check_counts(state: dict[str, Any], counts: dict[str, Any], got: dict[str, int],
-                  out: Unmet) -> None:
+                  out: Unmet, items: dict[str, list[str]]) -> None:
     for key, need in counts.items():
         target, source = _count_target(state, need)
         if got.get(key, 0) >= target > 0:
@@ -92,9 +95,35 @@ def _check_counts(state: dict[str, Any], counts: dict[str, Any], got: dict[str, 
             out.reasons.append(f"without a count to reach for {key}: {source}")
             out.short.append({"key": key, "got": got.get(key, 0), "need": 0, "why": source})
             continue
-        out.reasons.append(f"with {key} at {got.get(key, 0)} of {target} ({source})")
+        missing = _missing_items(state, need, items.get(key, []))
+        named = _named(missing)
+        out.reasons.append(f"with {key} at {got.get(key, 0)} of {target} ({source}){named}")
         out.short.append({"key": key, "got": got.get(key, 0), "need": target,
-                          "why": f"{key} reached {got.get(key, 0)} of {target} ({source})"})
+                          "missing": missing[:MISSING_NAMED], "missing_count": len(missing),
+                          "why": f"{key} reached {got.get(key, 0)} of {target} ({source})"
+                                 f"{named}"})
+
+
+MISSING_NAMED = 20  # items of a short count named in its reason and exception
+
+
+def _missing_items(state: dict[str, Any], need: Any, seen: list[str]) -> list[str]:
+    """Return the items of the input list ``need`` names that no success returned, in order."""
+    run_input = state["run"].get("input") or {}
+    wanted = run_input.get(need) if isinstance(need, str) and isinstance(run_input, dict) \
+        else None
+    if not isinstance(wanted, list):
+        return []
+    have = set(seen)
+    return [k for k in dict.fromkeys(map(count_item, wanted)) if k not in have]
+
+
+def _named(missing: list[str]) -> str:
+    if not missing:
+        return ""
+    more = len(missing) - MISSING_NAMED
+    return f"; missing: {', '.join(missing[:MISSING_NAMED])}" + (
+        f" and {more} more" if more > 0 else "")
 
 
 def _count_target(state: dict[str, Any], need: Any) -> tuple[int, str]:

@@ -7,6 +7,7 @@ turns them into the Run's list).
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
 
@@ -37,15 +38,29 @@ def step_outcome(state: dict[str, Any], e: dict[str, Any], call: dict[str, Any],
 
 def _count_note(state: dict[str, Any], step: dict[str, Any], key: str,
                 facts: dict[str, Any]) -> None:
-    """Add a fresh success's facts to the totals its step's ``requires_count`` declares."""
+    """Add a fresh success's facts to the totals its step's ``requires_count`` declares.
+
+    A list fact counts the items not counted before (the same document saved by a second
+    call is one document), and its items are kept so what is still missing can be named.
+    """
     plan = next((p for p in state["plan"] if p["key"] == key), {})
     for fact in (plan.get("completion") or {}).get("counts", {}):
         value = facts.get(fact)
-        n = len(value) if isinstance(value, list) else value if isinstance(value, int) \
-            and not isinstance(value, bool) else 0
+        if isinstance(value, list):
+            seen = step.setdefault("count_items", {}).setdefault(fact, [])
+            fresh = list(dict.fromkeys(k for k in map(count_item, value) if k not in seen))
+            seen.extend(fresh)
+            n = len(fresh)
+        else:
+            n = value if isinstance(value, int) and not isinstance(value, bool) else 0
         if n:
             counts = step.setdefault("counts", {})
             counts[fact] = counts.get(fact, 0) + n
+
+
+def count_item(value: Any) -> str:
+    """Return how one item of a counted list fact is kept and compared (text, or its JSON)."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 KEPT_OUT = 50  # results listed by id in the state (older ones stay expandable by id)

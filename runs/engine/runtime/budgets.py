@@ -1,4 +1,4 @@
-"""Budgets: what a run may still spend, from its own limits or the admin's BudgetPolicy."""
+"""Budgets: what a run may still spend, from its own limits or its team's BudgetPolicy."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,9 +24,14 @@ _FIELDS = (
 )
 
 
-def budget_defaults(*, agent_name: str, agent_budget: Any) -> dict[str, Any]:
-    """Return the Run budget columns for a new run: agent policy > global policy > agent code."""
-    policies = {p.agent_name: p for p in BudgetPolicy.objects.filter(agent_name__in=["", agent_name])}
+def budget_defaults(*, agent_name: str, agent_budget: Any, team_id: int) -> dict[str, Any]:
+    """Return the Run budget columns for a new run of team ``team_id``.
+
+    The team's policy for the agent > the team's policy for every agent > the agent's code.
+    Another team's policies never apply; there is no installation-wide policy.
+    """
+    policies = {p.agent_name: p for p in BudgetPolicy.objects.filter(
+        team_id=team_id, agent_name__in=["", agent_name])}
     policy = policies.get(agent_name) or policies.get("")
     values = {
         "budget_tokens": agent_budget.tokens,

@@ -27,7 +27,7 @@ _WHAT = {
     "cancelled": "the run was cancelled",
     "refused_call": "{tool} ({tool_call_id}) was refused{for_} and never made",
     "child_exceptions": "child run {child_short} ({agent}) ended {outcome_words}",
-    "count_short": "step {step} reached {got} of {need} {key}",
+    "count_short": "step {step} reached {got} of {need} {key}{missing_}",
 }
 
 
@@ -40,6 +40,10 @@ def exception_what(item: dict[str, Any]) -> str:
     fields["not_done"] = f"; not done: {', '.join(steps)}" if steps else "; every step was done"
     fields["child_short"] = str(item.get("child", ""))[:8]
     fields["outcome_words"] = str(item.get("outcome", "")).replace("_", " ")
+    missing, n = item.get("missing") or [], item.get("missing_count", 0)
+    fields["missing_"] = (f"; missing: {', '.join(missing)}"
+                          + (f" and {n - len(missing)} more" if n > len(missing) else "")
+                          if missing else "")
     return _WHAT.get(item["kind"], item["kind"]).format(**fields)
 
 

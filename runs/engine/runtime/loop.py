@@ -154,7 +154,8 @@ def session_open(run: Run, worker: str) -> RunSession | None:
         if migrated is not None:
             agent, state = migrated
             return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                              tool_limits=limits_load(), last_snapshot_size=0,
+                                              tool_limits=limits_load(team_id=run.team_id),
+                                              last_snapshot_size=0,
                                               secrets=run_secrets(run.pk)),
                                    migrated=True)
         if exc.details.get("broken_modules"):
@@ -171,7 +172,8 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                         state=state)
         return None
     return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                      tool_limits=limits_load(), last_snapshot_size=0,
+                                      tool_limits=limits_load(team_id=run.team_id),
+                                      last_snapshot_size=0,
                                               secrets=run_secrets(run.pk)))
 
 

@@ -89,10 +89,11 @@ def limits_gate(session: RunSession, step: str, calls: list[ToolCall]) -> bool:
     """
     caps = {c.tool: limit_values(session.tool_limits, c.tool, session.agent.tool(c.tool))
             for c in calls}
-    limited = [c for c in calls if any(caps[c.tool])]
+    limited = [c for c in calls if caps[c.tool]]
     if not limited:
         return True
-    retry_at = limits_admit(calls=limited, caps={c.tool: caps[c.tool] for c in limited})
+    retry_at = limits_admit(calls=limited, caps={c.tool: caps[c.tool] for c in limited},
+                            team_id=session.run.team_id)
     if retry_at is None:
         return True
     tools = sorted({c.tool for c in limited})

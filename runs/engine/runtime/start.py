@@ -38,7 +38,9 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
     """
     definition = registry.get(agent)
     payload = _request(agent, goal, input, budget, constraints)
-    fields = _cap_by_share({**budget_defaults(agent_name=agent, agent_budget=definition.budget),
+    team_id = _team_id(team, parent or restarted_from)
+    fields = _cap_by_share({**budget_defaults(agent_name=agent, agent_budget=definition.budget,
+                                              team_id=team_id),
                             **_budget_overrides(budget or {})}, share or {})
     request_hash = sha256_json(payload)
     try:
@@ -47,7 +49,7 @@ def run_start(*, agent: str, goal: str, input: dict[str, Any] | None = None,
                 agent_name=agent, agent_version=definition.version, goal=goal,
                 input=input or {}, idempotency_key=idempotency_key, request_hash=request_hash,
                 created_by=actor if getattr(actor, "pk", None) else None, parent=parent,
-                restarted_from=restarted_from, team_id=_team_id(team, parent or restarted_from),
+                restarted_from=restarted_from, team_id=team_id,
                 **fields)
             plan = _steps_create(run, definition)
             event_append(run=run, events=[NewEvent(EventType.RUN_CREATED, {

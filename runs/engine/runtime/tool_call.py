@@ -314,7 +314,9 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
         also.insert(0, toolcalls_insert([st.call for st in settled]))
     also.append(attempts_insert(fresh_attempts))
     also.extend(w for st in settled for w in getattr(st, "writes", ()))
-    also.extend(breaker_writes(session.tool_limits, [(st.call.tool, st.status == S.SUCCEEDED, st.category) for st in settled]))
+    also.extend(breaker_writes(session.tool_limits, [(st.call.tool, st.status == S.SUCCEEDED,
+                                                      st.category) for st in settled],
+                               team_id=session.run.team_id))
     _finish(session, step, settled, evs, also)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -9,15 +10,39 @@ from agentops.demo.launch import demo_main
 from agentops.doctor import doctor_checks
 from agentops.errors import AgentOpsError
 from approvals.apikeys import apikey_create
+from approvals.team_members import team_create, team_user_add
 from approvals.users import user_create
 from ledger.services.rotation import sealed_rotate
 from runs.checkpoints import checkpoint_export, checkpoint_import
 from runs.cli.exits import exit_code_for
 from runs.cli.follow import exceptions_text, run_follow
 from runs.cli.worker import AgentModulesBroken, worker_serve
-from runs.models import Run
+from runs.models import Run, Team
+from runs.models.team import DEFAULT_TEAM_SLUG
 from runs.services import run_start
 from runs.sweeper import sweep_once
+
+
+def _people_parsers(sub: Any) -> None:
+    """Add the subcommands that make people and teams: createuser, createteam."""
+    u = sub.add_parser("createuser", help="create a user with roles (and an API key)")
+    u.add_argument("username")
+    u.add_argument("--role", action="append", required=True, dest="roles",
+                   help="viewers | operators | support | admins (repeatable)")
+    u.add_argument("--email", default="")
+    u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
+    u.add_argument("--key-name", default="cli", help="a label for the key")
+    u.add_argument("--existing", action="store_true",
+                   help="add the roles (and key) to a user that already exists")
+    u.add_argument("--team", default="", help="give the role in this team only (one "
+                   "--role); without it the roles hold in every team")
+    u.add_argument("--key-team", default="",
+                   help="the team the key acts in (default: --team, else the default team; "
+                        "its role: the user's highest there)")
+    t = sub.add_parser("createteam", help="create a team (then add people with "
+                                          "createuser --team)")
+    t.add_argument("slug")
+    t.add_argument("--name", default="")
 
 
 class Command(BaseCommand):
@@ -26,7 +51,7 @@ class Command(BaseCommand):
     help = ("agentops worker | sweep | run AGENT --goal ... [--input JSON] [--follow] | "
             "follow RUN [--inline] | doctor"
             " | demo [--port N] | export RUN [--seq N] DIR | import DIR | rotate-keys"
-            " | createuser NAME --role ROLE [--api-key]")
+            " | createuser NAME --role ROLE [--team SLUG] [--api-key] | createteam SLUG")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="sub", required=True)
@@ -57,21 +82,14 @@ class Command(BaseCommand):
         i.add_argument("directory")
         sub.add_parser("rotate-keys", help="re-seal sensitive tool arguments with the newest "
                                            "AGENTOPS_SEAL_KEYS key")
-        u = sub.add_parser("createuser", help="create a user with roles (and an API key)")
-        u.add_argument("username")
-        u.add_argument("--role", action="append", required=True, dest="roles",
-                       help="viewers | operators | support | admins (repeatable)")
-        u.add_argument("--email", default="")
-        u.add_argument("--api-key", action="store_true", help="create an API key; printed once")
-        u.add_argument("--key-name", default="cli", help="a label for the key")
-        u.add_argument("--existing", action="store_true",
-                       help="add the roles (and key) to a user that already exists")
+        _people_parsers(sub)
 
     def handle(self, *args, sub: str, **opts) -> None:
         commands = {"worker": self._worker, "sweep": self._sweep, "run": self._run,
                     "follow": self._follow, "doctor": self._doctor, "demo": self._demo,
                     "export": self._export, "import": self._import,
-                    "rotate-keys": self._rotate_keys, "createuser": self._createuser}
+                    "rotate-keys": self._rotate_keys, "createuser": self._createuser,
+                    "createteam": self._createteam}
         commands[sub](**opts)
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
@@ -144,21 +162,46 @@ class Command(BaseCommand):
         self.stdout.write(f"exported {run} to {path}")
 
     def _createuser(self, *, username: str, roles: list[str], email: str, api_key: bool,
-                    key_name: str, existing: bool, **_) -> None:
+                    key_name: str, existing: bool, team: str,
+                    key_team: str, **_) -> None:
+        if team and len(set(roles)) != 1:
+            raise CommandError("with --team give exactly one --role: a person holds one "
+                               "role in a team")
         try:
-            user, created = user_create(username=username, roles=roles, email=email,
-                                        existing=existing)
+            user, created = team_user_add(
+                username=username, team_slug=team, role=roles[0], email=email,
+                existing=existing) if team else user_create(
+                username=username, roles=roles, email=email, existing=existing)
         except AgentOpsError as exc:
             raise CommandError(exc.message) from None
         verb = "created" if created else "updated"
-        self.stdout.write(f"user {username} {verb} with roles: {', '.join(sorted(set(roles)))}")
+        where = f" in team {team} only" if team else " in every team"
+        self.stdout.write(f"user {username} {verb} with roles: "
+                          f"{', '.join(sorted(set(roles)))}{where}")
         if created:
             self.stdout.write(f"  console password: `manage.py changepassword {username}`")
         if api_key:
-            key, raw = apikey_create(user=user, name=key_name)
-            self.stdout.write(f"API key {key.prefix}… (shown only this once; store it now):")
+            key_team = key_team or team or DEFAULT_TEAM_SLUG
+            team = Team.objects.filter(slug=key_team).first()
+            if team is None:
+                raise CommandError(f"no team {key_team!r}")
+            try:
+                key, raw = apikey_create(user=user, name=key_name, team=team)
+            except AgentOpsError as exc:
+                raise CommandError(exc.message) from None
+            self.stdout.write(f"API key {key.prefix}… for team {team.slug} as {key.role} "
+                              "(shown only this once; store it now):")
             self.stdout.write(raw)
             self.stdout.write("  use it as: Authorization: Bearer <key>")
+
+    def _createteam(self, *, slug: str, name: str, **_) -> None:
+        try:
+            team = team_create(actor="cli", slug=slug, name=name, from_shell=True)
+        except AgentOpsError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(f"team {team.slug} ({team.name}) created; add people with "
+                          f"`manage.py agentops createuser NAME --role operators --team "
+                          f"{team.slug}`")
 
     def _import(self, *, directory: str, **_) -> None:
         try:

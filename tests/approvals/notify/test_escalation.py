@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -97,3 +98,30 @@ def test_an_approval_asked_again_after_expiry_is_routed_and_notified_again(engin
     deliveries_send()
     assert [m["To"] for m in box.messages] == ["ann@example.com"] * 2
     assert Delivery.objects.filter(approval=fresh).count() == 1
+
+
+def test_the_panel_names_the_next_step_of_the_clock_after_the_reminder(engine, channels, client):
+    from tests.console_factories import make_user
+
+    managers = group_with("managers", "max@example.com")
+    NotifyRule.objects.create(name="pay", subject="approval", group=group_with("payments"),
+                              channel="mail", sla_s=60, escalate_to=managers)
+    NotifyRule.objects.create(name="stuck", subject="stuck", channel="chat", sla_s=60)
+    paying, stuck = approval_run(), blocked_run()
+    client.force_login(make_user("op", "operators"))
+
+    def sla(run) -> str:
+        html = client.get(f"/runs/{run.pk}/").content.decode()
+        return " ".join(re.search(r"<p data-sla>(.*?)</p>", html, re.S).group(1).split())
+
+    assert sla(paying).startswith("SLA: reminder due <time")
+    t = later(61)
+    with clock_reads(lambda: t):
+        sweep_once()
+        assert "escalation to <strong>managers</strong> due <time" in sla(paying)
+        # No group to escalate to: the panel does not promise an escalation.
+        assert "escalation" not in sla(stuck) and "the rule escalates to no group" in sla(stuck)
+    with clock_reads(lambda: t + dt.timedelta(seconds=61)):
+        sweep_once()
+        assert sla(paying).startswith("SLA: <strong>overdue</strong> (escalated)")
+        assert sla(stuck).startswith("SLA: <strong>overdue</strong>")

@@ -198,3 +198,24 @@ def test_a_message_that_cannot_be_built_is_an_error_attempt_and_the_others_still
     assert chat.status == "sent" and len(recv.requests) == 1
     assert hook.status == "pending" and "internal error: KeyError" in hook.last_error
     assert list(hook.tries.values_list("status", flat=True)) == ["error"]
+
+
+def test_a_notice_is_owed_only_when_its_cause_commits(engine, channels, run):
+    from django.db import transaction
+
+    from runs.engine.runtime.transition import run_transition
+
+    _, recv = channels
+    NotifyRule.objects.create(name="stuck", subject="stuck", channel="chat")
+
+    class Crashed(Exception):
+        """The unit's transaction fails after the move was written."""
+
+    with pytest.raises(Crashed), transaction.atomic():
+        run_transition(run, "blocked", reason="permanent_error", detail="no access")
+        assert Delivery.objects.filter(run=run).count() == 1  # written with the move ...
+        raise Crashed
+    run.refresh_from_db()
+    assert run.status == "queued" and not Delivery.objects.exists()  # ... and gone with it
+    run_transition(run, "blocked", reason="permanent_error", detail="no access")
+    assert deliveries_send() and len(recv.requests) == 1

@@ -1,0 +1,8 @@
+"""The provider's URLs: its login form and django-oauth-toolkit's endpoints under /o/."""
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+urlpatterns = [
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+]
