@@ -16,7 +16,8 @@ MAKE_STARTED := $(shell date +%s)
 # Every phase of this make (and its sub-makes) appends its time here; `make test` sums them up.
 export PHASE_LOG ?= var/phase-times-$(MAKE_STARTED).tsv
 
-.PHONY: install demo demo-reset test test-fast test-sqlite test-postgres test-min lint lock \
+.PHONY: install demo demo-reset test test-fast test-sqlite test-postgres test-pgbouncer test-min \
+	lint lock \
 	bench audit clean screens
 
 $(BIN)/python:
@@ -56,8 +57,11 @@ test: install
 		bash scripts/ensure_chromium.sh || [ "$$CI" != "true" ]
 	$(PHASE) "llama.cpp model server for the real-model tests (cached in $(AGENTOPS_CACHE))" \
 		bash scripts/llama_server.sh build || [ "$$CI" != "true" ]
+	$(PHASE) "PgBouncer for the PgBouncer pass (apt-get on first run)" \
+		bash scripts/ensure_pgbouncer.sh || [ "$$CI" != "true" ]
 	@rc=0; $(MAKE) --no-print-directory test-sqlite || rc=$$?; \
 	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-postgres || rc=$$?; fi; \
+	if [ $$rc -eq 0 ]; then $(MAKE) --no-print-directory test-pgbouncer || rc=$$?; fi; \
 	$(PHASE) --summary; exit $$rc
 
 # No browser, no model server, no real processes: the quick loop (SQLite only).
@@ -66,17 +70,42 @@ test-fast: install
 		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"; rc=$$?; $(PHASE) --summary; exit $$rc
 
 test-sqlite:
-	$(PHASE) "pytest pass 1/2: SQLite (test database in memory), all but slow and browser tests" \
+	$(PHASE) "pytest pass 1/3: SQLite (test database in memory), all but slow and browser tests" \
 		env AGENTOPS_ENV=test $(BIN)/pytest -m "not slow and not e2e"
 
 test-postgres:
 	@if $(BIN)/python scripts/pg_ready.py "$(TEST_DATABASE_URL)"; then \
-		$(PHASE) "pytest pass 2/2: PostgreSQL (test database test_$(notdir $(TEST_DATABASE_URL)) at $(TEST_DATABASE_URL)), every test" \
+		$(PHASE) "pytest pass 2/3: PostgreSQL (test database test_$(notdir $(TEST_DATABASE_URL)) at $(TEST_DATABASE_URL)), every test" \
 			env AGENTOPS_ENV=test DATABASE_URL="$(TEST_DATABASE_URL)" $(BIN)/pytest; \
 	elif [ "$$CI" = "true" ]; then \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): CI needs it" >&2; exit 1; \
 	else \
 		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): skipping the PostgreSQL pass"; \
+	fi
+
+# Pass 3: a subset through a PgBouncer of its own in transaction mode (tests/pgbouncer_pass.py):
+# real worker hosts (release on death, a stopped worker, runs in flight), API and console
+# requests, and the engine's units, leases and races. Its own test database, created directly.
+PGBOUNCER_TESTS := tests/e2e/test_pgbouncer.py \
+	"tests/e2e/test_keeper.py::test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs" \
+	"tests/e2e/test_density.py::test_one_process_keeps_forty_slow_runs_in_flight" \
+	tests/api/test_runs_write.py tests/api/test_approvals_decide.py tests/runs/test_views.py \
+	tests/runs/test_unit_overlap.py tests/runs/test_unit_sql.py tests/runs/test_transition.py \
+	tests/runs/test_sweeper.py tests/runs/test_lease_keeper.py tests/runs/test_race.py \
+	tests/runs/test_fencing.py tests/runs/test_slots_pool.py
+
+test-pgbouncer:
+	@if ! $(BIN)/python scripts/pg_ready.py "$(TEST_DATABASE_URL)"; then \
+		if [ "$$CI" = "true" ]; then echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): CI needs it" >&2; exit 1; fi; \
+		echo "PostgreSQL does not answer at $(TEST_DATABASE_URL): skipping the PgBouncer pass"; \
+	elif [ "$$CI" != "true" ] && ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then \
+		echo "pgbouncer is not installed (scripts/ensure_pgbouncer.sh): skipping the PgBouncer pass"; \
+	else \
+		$(PHASE) "pytest pass 3/3: through PgBouncer in transaction mode (test database test_$(notdir $(TEST_DATABASE_URL))_pgbouncer), worker, web and engine subset" \
+			env AGENTOPS_ENV=test DATABASE_URL="$(TEST_DATABASE_URL)" \
+			TEST_DATABASE_NAME=test_$(notdir $(TEST_DATABASE_URL))_pgbouncer \
+			AGENTOPS_TEST_PGBOUNCER=1 AGENTOPS_DB_POOLER=transaction \
+			$(BIN)/pytest $(PGBOUNCER_TESTS); \
 	fi
 
 # Every console page (tests/e2e/pages.py) seeded from the demo, in headless Chromium at 1280x720

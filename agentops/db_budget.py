@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from runs.engine.runtime.queue import worker_name
+from runs.pooler import session_name
 
 POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
 # A worker host's own sessions besides its q2 worker processes' pools: the cluster's
@@ -41,7 +42,7 @@ def web_pool_enable() -> None:
         return
     options = db.setdefault("OPTIONS", {})
     # Named at connect time, as a worker's pooled sessions are (runs.apps skips them).
-    options.setdefault("application_name", worker_name()[:63])
+    options.setdefault("application_name", session_name())
     options["pool"] = {"min_size": min(POOL_MIN, web_sessions_max()),
                        "max_size": web_sessions_max(),
                        "timeout": settings.AGENTOPS_DB_POOL_TIMEOUT_S,

@@ -26,6 +26,7 @@ from agentops.llm.configured import model_from_settings
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
 from runs.models import Team, WorkerHeartbeat
+from runs.pooler import pooled
 
 DEV_SECRET_KEY = "dev-only-insecure-key-set-SECRET_KEY-in-production"
 
@@ -235,6 +236,8 @@ def check_db_sessions() -> Check:
         return Check("db_sessions", False, f"Cannot read max_connections: {exc}")
     budget = session_budget()
     room, need = limit - budget.reserve, budget.web + budget.workers
+    if pooled():
+        return _pooled_sessions_check(need, room, limit)
     if web_sessions_max() <= 0:
         return Check("db_sessions", False, "AGENTOPS_WEB_DB_POOL_MAX=0: a web process's "
                      "sessions are unbounded (one per request thread); set it above 0.")
@@ -246,6 +249,21 @@ def check_db_sessions() -> Check:
         return Check("db_sessions", False, f"{sums}: raise max_connections, or lower "
                      "AGENTOPS_WEB_DB_POOL_MAX, AGENTOPS_DB_POOL_MAX or AGENTOPS_WORKERS "
                      "(docs/deploy.md, \"Database sessions\").")
+    return Check("db_sessions", True, f"{sums}.")
+
+
+def _pooled_sessions_check(need: int, room: int, limit: int) -> Check:
+    """Behind a transaction pooler: PostgreSQL sees the pooler's server connections and one
+    owner session per q2 process (runs.pooler); the pooler sees the client sessions."""
+    owners = (int(settings.AGENTOPS_WORKER_HOSTS) * int(settings.Q_CLUSTER["workers"])
+              if settings.AGENTOPS_DB_DIRECT_URL else 0)
+    sums = (f"behind a transaction pooler: up to {need} client sessions go to the pooler "
+            f"(its max_client_conn must exceed them), {owners} owner session(s) go straight "
+            f"to PostgreSQL; max_connections {limit} minus the reserve leaves {room} for "
+            f"those and the pooler's server connections (its max_db_connections)")
+    if owners >= room:
+        return Check("db_sessions", False, f"{sums}: raise max_connections or lower "
+                     "AGENTOPS_WORKERS (docs/deploy.md, \"Behind PgBouncer\").")
     return Check("db_sessions", True, f"{sums}.")
 
 

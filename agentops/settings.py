@@ -227,6 +227,20 @@ AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
 AGENTOPS_DB_POOL_IDLE_S = _env_float("AGENTOPS_DB_POOL_IDLE_S", 10.0)
 # A web (daphne) process's pool: its maximum sessions (agentops.db_budget); 0 = no pool.
 AGENTOPS_WEB_DB_POOL_MAX = _env_int("AGENTOPS_WEB_DB_POOL_MAX", 20)
+# A transaction-mode pooler (PgBouncer) in front of PostgreSQL: nothing relies on a session
+# outliving its transaction (runs.pooler, docs/deploy.md "Behind PgBouncer").
+AGENTOPS_DB_POOLER = os.environ.get("AGENTOPS_DB_POOLER", "").strip().lower()
+if AGENTOPS_DB_POOLER not in {"", "transaction"}:
+    raise ValueError(f"AGENTOPS_DB_POOLER must be empty (no pooler) or 'transaction', "
+                     f"got {AGENTOPS_DB_POOLER!r}")
+if AGENTOPS_DB_POOLER and not _is_pg:
+    raise ValueError("AGENTOPS_DB_POOLER=transaction needs a PostgreSQL DATABASE_URL")
+if AGENTOPS_DB_POOLER:
+    # Django's .iterator() holds a named cursor across statements: not through a pooler.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# Behind the pooler: PostgreSQL itself, for the one session per worker process that tells
+# the sweeper its owner is alive (release on death). Empty: runs wait out their lease TTL.
+AGENTOPS_DB_DIRECT_URL = os.environ.get("AGENTOPS_DB_DIRECT_URL", "")
 # What `agentops doctor` adds up against max_connections (docs/deploy.md "Sessions").
 AGENTOPS_WEB_PROCESSES = _env_int("AGENTOPS_WEB_PROCESSES", 1)
 AGENTOPS_WORKER_HOSTS = _env_int("AGENTOPS_WORKER_HOSTS", 1)

@@ -86,6 +86,10 @@ BENCHMARKS = [
         Target("peak_in_flight", ">=", 500, "runs in flight on one host, 500 runs, L = 1 s"),
         Target("mid_vs_ideal", ">=", 0.9, "steps/s vs ideal N / L = 500/s"),
         Target("mb_per_in_flight_run", "<=", 1.0, "memory per in-flight run, MB")]),
+    # 20 worker processes x 250 runs in flight through PgBouncer (transaction mode, <= 40).
+    Bench("pgbouncer", "pgbouncer.py", [
+        Target("peak_server_connections", "<=", 40, "server connections through PgBouncer"),
+        Target("not_succeeded", "<=", 0, "runs of 20 x 250 through PgBouncer not succeeded")]),
     # q2's own cost per task: 1000 no-op tasks enqueued as ticks are, one worker host.
     Bench("dispatch", "dispatch.py", []),
     # A no-op step: this tree with tracing off and on, and the code before tracing, interleaved.

@@ -22,7 +22,8 @@ def _name_session(connection: object, **kwargs: object) -> None:
         return
     if connection.settings_dict["OPTIONS"].get("application_name"):  # type: ignore[attr-defined]
         return  # named at connect time (pooled worker processes, runs.slots.pool_enable)
-    from runs.engine.runtime.queue import worker_name
+    from runs.pooler import session_name
 
+    # Behind a pooler: "pooled host:pid", tracked by PgBouncer per client (runs.pooler).
     with connection.cursor() as cur:  # type: ignore[attr-defined]
-        cur.execute("SELECT set_config('application_name', %s, false)", [worker_name()[:63]])
+        cur.execute("SELECT set_config('application_name', %s, false)", [session_name()])

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from runs.engine.runtime import unit_overlap
 from runs.engine.runtime.queue import worker_name
+from runs.pooler import session_name
 
 log = logging.getLogger("agentops.slots")
 _lock = threading.Lock()
@@ -119,7 +120,7 @@ def pool_enable() -> None:
     connection.close()
     options = db.setdefault("OPTIONS", {})
     # Named at connect time: no set_config round trip on every checkout (release on death).
-    options.setdefault("application_name", worker_name()[:63])
+    options.setdefault("application_name", session_name())
     options["pool"] = {"min_size": min(2, settings.AGENTOPS_DB_POOL_MAX),
                        "max_size": settings.AGENTOPS_DB_POOL_MAX,
                        "timeout": settings.AGENTOPS_DB_POOL_TIMEOUT_S,

@@ -1,8 +1,12 @@
 """Shared fixtures: database vendor markers, runs, a second real connection."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.db import connection
+
+PGBOUNCER_PASS = os.environ.get("AGENTOPS_TEST_PGBOUNCER") == "1"
 
 
 def pytest_sessionstart(session):
@@ -22,17 +26,41 @@ def _database_line() -> str:
     else:
         where = (f"PostgreSQL at {db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}, "
                  f"test database {test_name or 'test_' + db['NAME']}")
+    if PGBOUNCER_PASS:
+        where += ", then through a PgBouncer in transaction mode (tests/pgbouncer_pass.py)"
     return f"database: {where}"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked ``postgres`` when the suite runs on SQLite."""
+    """Skip tests marked ``postgres`` when the suite runs on SQLite, and tests marked
+    ``pgbouncer`` outside the PgBouncer pass (AGENTOPS_TEST_PGBOUNCER=1)."""
+    if not PGBOUNCER_PASS:
+        skip = pytest.mark.skip(reason="runs in the PgBouncer pass (make test-pgbouncer)")
+        for item in items:
+            if "pgbouncer" in item.keywords:
+                item.add_marker(skip)
     if connection.vendor == "postgresql":
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL pass of make test)")
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _through_pgbouncer(request):
+    """With AGENTOPS_TEST_PGBOUNCER=1 (make test-pgbouncer): once the test database exists,
+    every connection goes through a PgBouncer in transaction mode (tests/pgbouncer_pass.py)."""
+    if not PGBOUNCER_PASS:
+        yield None
+        return
+    if connection.vendor != "postgresql":
+        pytest.fail("AGENTOPS_TEST_PGBOUNCER=1 needs a PostgreSQL DATABASE_URL")
+    request.getfixturevalue("django_db_setup")  # created directly; dropped after pgbouncer stops
+    from tests.pgbouncer_pass import through_pgbouncer
+
+    with through_pgbouncer() as bouncer:
+        yield bouncer
 
 
 @pytest.fixture(autouse=True)

@@ -148,6 +148,22 @@ def test_connection_budget_doctor_says_when_the_hosts_exceed_max_connections(pro
     assert "unbounded" in _by_name()["db_sessions"].message
 
 
+@pytest.mark.postgres
+def test_behind_a_pooler_doctor_counts_the_owner_sessions_against_max_connections(production):
+    production.AGENTOPS_DB_POOLER = "transaction"
+    production.AGENTOPS_DB_DIRECT_URL = "postgres://postgres@127.0.0.1:5432/agentops"
+    production.Q_CLUSTER = {**production.Q_CLUSTER, "workers": 2}
+    production.AGENTOPS_WORKER_HOSTS = 20  # 20 + 20 x 24 client sessions: the pooler holds them
+    fits = _by_name()["db_sessions"]
+    assert fits.ok, fits.message
+    assert "up to 500 client sessions go to the pooler" in fits.message
+    assert "40 owner session(s) go straight to PostgreSQL" in fits.message
+    production.AGENTOPS_WORKER_HOSTS = 1000  # 2,000 owner sessions: more than max_connections
+    over = _by_name()["db_sessions"]
+    assert not over.ok and "2000 owner session(s)" in over.message, over.message
+    assert "Behind PgBouncer" in over.message
+
+
 def test_a_role_map_naming_a_missing_team_is_reported(production):
     from agentops.settings_sso import sso_settings
     from runs.models import Team

@@ -36,3 +36,20 @@ def test_a_bad_number_stops_start_up_naming_the_variable(name, raw, message):
     done = _settings(**{name: raw})
     assert done.returncode != 0
     assert f"ValueError: {message}" in done.stderr
+
+
+def test_a_pooler_setting_is_checked_and_turns_named_cursors_off():
+    bad = _settings(AGENTOPS_DB_POOLER="session")
+    assert bad.returncode != 0
+    assert ("ValueError: AGENTOPS_DB_POOLER must be empty (no pooler) or 'transaction', "
+            "got 'session'") in bad.stderr
+    on_sqlite = _settings(AGENTOPS_DB_POOLER="transaction", DATABASE_URL="sqlite:///x.db")
+    assert "AGENTOPS_DB_POOLER=transaction needs a PostgreSQL DATABASE_URL" in on_sqlite.stderr
+    show = ("import os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'agentops.settings'); "
+            "from django.conf import settings as s; "
+            "print(s.DATABASES['default'].get('DISABLE_SERVER_SIDE_CURSORS', False))")
+    env = {**os.environ, "AGENTOPS_DB_POOLER": "transaction",
+           "DATABASE_URL": "postgres://postgres@127.0.0.1:6432/agentops"}
+    done = subprocess.run([sys.executable, "-c", show], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.stdout.split() == ["True"], done.stderr

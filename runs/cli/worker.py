@@ -13,6 +13,7 @@ from agentops.agents import registry
 from approvals.audit_sink import audit_sink_loop
 from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
+from runs.pooler import pooled
 from runs.sweeper import sweep_loop, sweeper_name
 
 
@@ -96,10 +97,12 @@ def _idle_transactions_end() -> None:
     A worker paused (SIGSTOP, a frozen VM) inside a transaction would hold its row locks
     until it woke: the sweeper skips locked runs, so its run would never be recovered. Set
     before q2 forks, so every worker process connects with it; web processes keep the
-    database default.
+    database default. Behind a transaction pooler a session outlives no transaction and
+    PgBouncer refuses startup options: its own ``idle_transaction_timeout`` does this there
+    (docs/deploy.md, "Behind PgBouncer").
     """
     db = settings.DATABASES["default"]
-    if db["ENGINE"] != "django.db.backends.postgresql":
+    if db["ENGINE"] != "django.db.backends.postgresql" or pooled():
         return
     ms = int(max(10.0, 3 * settings.AGENTOPS_LEASE_TTL_S) * 1000)
     options = db.setdefault("OPTIONS", {})

@@ -144,7 +144,7 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
                         lambda session, events, **kw: (told.append(events),
                                                        real_told(session, events, **kw)))
 
-    def send(raw, sql, params, what, on_row):
+    def send(raw, sql, params, what, on_row, **kw):
         sent["n"] += 1
         if sent["n"] == 2:  # another writer, on its own connection, just before this unit
             sent["told_then"] = len(told)
@@ -156,7 +156,7 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
                 sent["seq"] = other.execute(
                     "UPDATE runs_run SET version = version + 1 WHERE id = %s RETURNING last_seq",
                     [run_id]).fetchone()[0]
-        real(raw, sql, params, what, on_row)
+        real(raw, sql, params, what, on_row, **kw)
 
     monkeypatch.setattr(unit_overlap, "unit_send", send)
     assert run_tick(run_id, worker="w-overlap") == "lease_lost"
@@ -208,11 +208,11 @@ def test_a_unit_that_failed_in_a_tick_ended_otherwise_is_not_the_next_tick_s(eng
     second = run_start(agent="bench-noop", goal="next", input={"steps": 3}).pk
     sent, real_send, real_unit = {"n": 0}, unit_overlap.unit_send, loop.unit
 
-    def send(raw, sql, params, what, on_row):
+    def send(raw, sql, params, what, on_row, **kw):
         sent["n"] += 1
         if sent["n"] == 2:
             Run.objects.filter(pk=first).update(version=F("version") + 1)
-        real_send(raw, sql, params, what, on_row)
+        real_send(raw, sql, params, what, on_row, **kw)
 
     def unit(session):
         if sent["n"] >= 2 and session.run.pk == first:

@@ -151,7 +151,8 @@ class Keeper:
                check: list[str] = ()) -> tuple[set, set]:
         """Renew ``ids``; return (renewed, still held among the rest of ``ids`` and ``check``)."""
         if self.conn is None or self.conn.closed:
-            self.conn = psycopg.connect(self.dsn, autocommit=True)
+            # Never prepared: a transaction pooler (runs.pooler) keeps no prepared statements.
+            self.conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None)
         with self.conn.cursor() as cur:
             renewed: set = set()
             if ids:

@@ -19,6 +19,7 @@ from runs.engine.runtime.transition import run_transition
 from runs.errors import IllegalTransition, UnknownSchemaVersion
 from runs.event_types import EventType
 from runs.models import Run
+from runs.pooler import owners_judged
 from runs.statuses import RunStatus
 
 
@@ -45,9 +46,11 @@ def runs_recover_dead_owners(*, limit: int = 100) -> list[Any]:
     Release on death: a worker names its PostgreSQL sessions after itself (``host:pid``,
     runs.apps), so a killed worker's sessions vanish with it and its runs need not wait for
     their leases to expire. A paused worker keeps its sessions: its runs wait out the TTL.
-    Only owners named like workers are judged; on other databases this does nothing.
+    Only owners named like workers are judged; on other databases this does nothing, nor
+    behind a transaction pooler without a direct URL (runs.pooler: no session there is a
+    worker's own, so runs wait out their TTL).
     """
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or not owners_judged():
         return []
     with connection.cursor() as cur:
         cur.execute(_DEAD_OWNERS_SQL, [RunStatus.RUNNING, limit])

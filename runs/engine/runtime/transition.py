@@ -18,6 +18,7 @@ from approvals.notify.outbox import stuck_writer
 from runs.engine.runtime.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
+from runs.pooler import owner_session_hold
 from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move
 
 # Moves that reach people routed to them (approvals.notify).
@@ -77,8 +78,10 @@ def run_transition(
 
 def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
     """Take the lease of a queued run for ``owner``; return None when someone else has it."""
-    # The clock is read once a connection is in hand: a long wait in the pool's queue must
-    # not hand out a lease already that much shorter.
+    # Behind a pooler the owner's own session exists before its name is on a lease (release
+    # on death, runs.pooler). The clock is read once a connection is in hand: a long wait in
+    # the pool's queue must not hand out a lease already that much shorter.
+    owner_session_hold()
     connection.ensure_connection()
     now = clock.now()
     with transaction.atomic():

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import select
 import weakref
+from functools import cache
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ class _Pending:
     sql: str
     values: list[Any]
     then: list[Callable[[], None]] = field(default_factory=list)  # once it committed
+    named: bool = True  # prepared once under our name; False: unnamed (a pooler in front)
 
 
 @dataclass
@@ -97,11 +99,13 @@ class _SettlingLock:
 
 
 def unit_send(raw: Any, sql: str, params: Sequence[Any], what: str,
-              on_row: Callable[[list[bytes | None]], None]) -> None:
+              on_row: Callable[[list[bytes | None]], None], *, named: bool = True) -> None:
     """Send the statement ``sql`` (``%s`` placeholders) and return before its result.
 
     ``on_row`` gets the result's one row (text values) when it is read and the unit's run
     row was updated (its first column is 1). The caller has checked ``settled`` before.
+    ``named=False`` (behind a transaction pooler): parsed each time, nothing kept on the
+    server connection, which the next statement may not get.
     """
     state = _states.get(raw)
     if state is None:
@@ -111,12 +115,16 @@ def unit_send(raw: Any, sql: str, params: Sequence[Any], what: str,
         if state.dumper is None:
             state.dumper = Transformer.from_context(raw)
         values = state.dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
-        pending = _Pending(on_row, what, sql, values)
+        pending = _Pending(on_row, what, sql, values, named=named)
         _send(raw.pgconn, state, pending)
         state.pending = pending
 
 
 def _send(pg: Any, state: _State, pending: _Pending) -> None:
+    if not pending.named:
+        pg.send_query_params(_numbered(pending.sql).encode(), pending.values)
+        _flush(pg)
+        return
     name = state.names.get(pending.sql)
     if name is None:
         name = f"agentops_unit_{len(state.names)}".encode()
@@ -236,6 +244,7 @@ def _message(res: Any) -> str:
     return (res.error_message or b"").decode(errors="replace").strip() or str(res.status)
 
 
+@cache
 def _numbered(sql: str) -> str:
     """Return ``sql`` with its ``%s`` placeholders as ``$1``, ``$2``, ... (libpq's own)."""
     parts = sql.split("%s")

@@ -42,6 +42,7 @@ from agentops.writes import RowsInsert, RowsUpdate
 from runs.engine.runtime import unit_overlap
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA
+from runs.pooler import pooled
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _ROWS_JSON = json.JSONEncoder(separators=(",", ":")).encode  # made once (see compact_json)
@@ -202,7 +203,8 @@ def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInser
             _set_pks(op, json.loads(ids) if ids else {}, db.alias)
 
     with db.wrap_database_errors:
-        unit_overlap.unit_send(db.connection, sql, params, f"run {run.pk}'s unit", on_row)
+        unit_overlap.unit_send(db.connection, sql, params, f"run {run.pk}'s unit", on_row,
+                               named=not pooled())
 
 
 def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
@@ -210,12 +212,13 @@ def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
 
     Django's cursors bind parameters client-side, which sends literal SQL that PostgreSQL
     must plan every time; planning this WITH statement costs as much as running it. A
-    psycopg server-binding cursor on the same connection prepares each shape once.
+    psycopg server-binding cursor on the same connection prepares each shape once. Behind a
+    transaction pooler (runs.pooler) it is sent unnamed: the next server may not know it.
     """
     db.ensure_connection()
     db.validate_no_broken_transaction()
-    raw = db.connection
-    if raw.prepare_threshold is None:
+    raw, prepare = db.connection, not pooled()
+    if prepare and raw.prepare_threshold is None:
         # Django turns psycopg's statement preparation off (for transaction-mode poolers);
         # None would ignore prepare=True too. A threshold no query reaches keeps Django's
         # own queries unprepared while ours, which ask, are prepared once per connection.
@@ -224,7 +227,7 @@ def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
     # atomic block, a test) it gets a savepoint, so a failure leaves the outer transaction usable.
     with transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext():
         with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-            cursor.execute(sql, params, prepare=True)
+            cursor.execute(sql, params, prepare=prepare)
             return cursor.fetchone()
 
 
