@@ -85,7 +85,7 @@ def _groups(user: Any) -> frozenset[str]:
 
 def team_roles(user: Any) -> dict[int, str]:
     """Return {team id: role} of the user's memberships (read once per user object)."""
-    if not _active(user):
+    if not _active(user) or getattr(user, "pk", None) is None:  # unsaved: no memberships
         return {}
     cached = getattr(user, "_agentops_team_roles", None)
     if cached is None:

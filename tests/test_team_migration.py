@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("runs", "0016_team"), ("ledger", "0007_step_cost"),
           ("approvals", "0006_membership")]
 AFTER = [("runs", "0017_team_owns_budgets_and_saved_views"),

@@ -9,7 +9,7 @@ BEFORE = [("approvals", "0007_team_owns_notify_rules"), ("runs", "0016_team")]
 AFTER = [("approvals", "0010_apikey_team_required")]
 
 
-@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+@pytest.mark.django_db(transaction=True)
 def test_existing_keys_land_in_the_default_team_with_the_owners_role_and_rows_get_numbers():
     executor = MigrationExecutor(connection)
     executor.migrate(BEFORE)

@@ -8,7 +8,7 @@ from approvals.statuses import ApprovalStatus
 from approvals.transition import approval_transition, approvals_close_pending
 from ledger.errors import IllegalToolCallTransition
 from ledger.models import ToolCall
-from ledger.services.limits import limits_admit
+from ledger.services.limits import Cap, limits_admit
 from ledger.services.record import toolcall_update
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.steps import step_rows_writers, step_statuses
@@ -29,7 +29,7 @@ def test_the_concurrency_limiter_checks_the_table_before_its_bulk_update(db):
     run = make_attention_run()
     done = make_tool_call(run, status="succeeded", tool="charge_card")
     with pytest.raises(IllegalToolCallTransition, match="from succeeded to running"):
-        limits_admit(calls=[done], caps={"charge_card": (5, 0)})
+        limits_admit(calls=[done], caps={"charge_card": Cap(5, 0)}, team_id=run.team_id)
     assert ToolCall.objects.get(pk=done.pk).status == "succeeded"
 
 

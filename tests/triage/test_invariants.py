@@ -75,7 +75,7 @@ def _run(sit: Situation, rec) -> Run:
                agent_version="1" if gone else "2", status=_status(sit),
                attention_reason=reason, wait_kind="timer" if sit.failure == F.TIMER_WAIT else "",
                recommended_action=rec.action, recommended_alternatives=list(rec.alternatives),
-               recommendation_why=rec.why)
+               recommendation_why=rec.why, team_id=0)  # in memory: no team row needed
 
 
 def check_invariants(sit: Situation, role: str) -> None:
