@@ -12,18 +12,22 @@ Tree (GenAI semantic conventions): ``invoke_agent`` (the attempt) → one span p
 id, attempt, outcome). A tool call run in another session than its model call hangs off
 the step. An attempt after a recovery links to the one before it.
 
-Every hook returns at once when tracing is off (``session.trace`` is None), and none does
-I/O: spans go to the BatchSpanProcessor's queue (agentops.observability.tracing).
+Every hook returns at once when tracing is off (``session.trace`` is None: one attribute
+test, nothing allocated, no clock read), and none does I/O: spans go to the
+BatchSpanProcessor's queue (agentops.observability.tracing).
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from agentops import clock
-from agentops.observability.logging import run_log_stamp
+from agentops.observability.logging import run_log_context, run_log_stamp
 from agentops.observability.tracing import (
     SpanOut,
     SpanRef,
@@ -41,6 +45,9 @@ from runs.event_types import EventType
 from runs.models import Event, Run, Step
 
 PREVIEW_CHARS = 500
+# What the hooks hand back with tracing off: shared, never built per call.
+_UNTRACED = nullcontext()
+_NO_MARKS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass
@@ -105,6 +112,11 @@ def model_began(session: Any) -> int | None:
         return None
     session.trace.marks, session.trace.pending = {}, None  # a reply never recorded: dropped
     return new_span_id()
+
+
+def model_logged(span_id: int | None) -> AbstractContextManager[Any]:
+    """Return the block stamping a model call's span id on its log lines (nothing when off)."""
+    return _UNTRACED if span_id is None else run_log_context(span_id=hex_id(span_id))
 
 
 def model_ended(session: Any, step: str, turn: int, span_id: int | None, started: dt.datetime,
@@ -177,19 +189,23 @@ def unit_committed(session: Any) -> None:
     span_emit(out)
 
 
-def marks(session: Any) -> dict[str, Any]:
-    """Return the current model call's trace ids (and prompt) for its event; {} when off."""
-    return dict(session.trace.marks) if session.trace is not None else {}
+def marks(session: Any) -> Mapping[str, Any]:
+    """Return the current model call's trace ids (and prompt) for its event; empty when off.
+
+    Read only: the caller spreads it into the event's data.
+    """
+    return _NO_MARKS if session.trace is None else session.trace.marks
 
 
-def tools_settled(session: Any, step: str, settled: list[Any], started: dt.datetime) -> dict[str, str]:
+def tools_settled(session: Any, step: str, settled: list[Any],
+                  started: dt.datetime) -> dict[str, str] | None:
     """Emit each settled attempt's ``execute_tool`` span; stamp its ids on its events.
 
-    Returns the span id of each call by tool_call_id (for its log line).
+    Returns the span id of each call by tool_call_id (for its log line); None when off.
     """
     tc = session.trace
     if tc is None:
-        return {}
+        return None
     now, spans = clock.now(), {}
     for st in settled:
         call = st.call
