@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -64,10 +65,19 @@ class TraceCtx:
     # by then the secrets its tool calls carry are sealed and known to the scrubber.
     pending: tuple[Any, ...] | None = None
 
-    @property
+    # Derived ids (two SHA-256 each) are worked out once per session, not once per span.
+    steps: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
     def ref(self) -> SpanRef:
         """Return the attempt's root span."""
         return attempt_ref(self.run_id, self.attempt)
+
+    def step_span(self, step: str) -> int:
+        """Return the span id of ``step`` in this attempt."""
+        if step not in self.steps:
+            self.steps[step] = step_ref(self.run_id, self.attempt, step).span_id
+        return self.steps[step]
 
 
 def attempt_ref(run_id: Any, attempt: int) -> SpanRef:
@@ -149,7 +159,7 @@ def model_ended(session: Any, step: str, turn: int, span_id: int | None, started
     if content_captured():
         content = _content(session, messages, reply, tc.marks)
     tc.pending = (SpanOut(f"chat {requested}".strip(), ref,
-                          step_ref(tc.run_id, tc.attempt, step).span_id, started, clock.now(),
+                          tc.step_span(step), started, clock.now(),
                           attributes, kind=SpanKind.CLIENT,
                           error=str(error) if error is not None else ""), content)
 
@@ -240,7 +250,7 @@ def _tool_parent(session: Any, step: str, call_id: str) -> tuple[int, list[Any]]
         return int(asked[1], 16), []
     links = [SpanRef(int(asked[0], 16), int(asked[1], 16)).link(
         **{"agentops.link": "asked_by"})] if asked else []
-    return step_ref(tc.run_id, tc.attempt, step).span_id, links
+    return tc.step_span(step), links
 
 
 def step_ended(session: Any, step: str, outcome: str, started: dt.datetime | None) -> None:
