@@ -243,11 +243,17 @@ def _figures(rounds: list[dict]) -> dict:
 
 
 def _ratios(figures: dict, rounds: list[dict]) -> dict:
-    """Return each ratio: paired (the median of the rounds' own), and of the medians."""
+    """Return each ratio: paired (the median of the rounds' own), and of the medians.
+
+    ``paired_unit_cpu_*``: the rounds' ratios of their median unit's CPU, which a unit slowed
+    by the machine's other work moves less than it moves a chunk's CPU per step.
+    """
     out = {}
     for name, (build, against) in PAIRS.items():
         out[name] = median([r[build]["cpu_us_per_step"] / r[against]["cpu_us_per_step"]
                             for r in rounds])
+        out["paired_unit_cpu_" + name] = median([
+            median(r[build]["unit_cpu_us"]) / median(r[against]["unit_cpu_us"]) for r in rounds])
         for prefix, key in (("wall_", "median_unit_us"), ("unit_cpu_", "median_unit_cpu_us"),
                             ("cpu_", "cpu_us_per_step")):
             out[prefix + name] = round(figures[build][key] / figures[against][key], 3)
