@@ -20,8 +20,12 @@ wall and CPU times (a unit is one step here). The ratios ``off_vs_baseline`` and
 ratio of CPU per step; beside them the ratios of the median unit (wall and CPU) over all
 rounds, and the raw commit floor measured before each round.
 
+On a machine other work keeps busy, CPU time still moves with it (caches, frequency), so
+one more figure does not: the Python calls a step makes (every function and builtin call,
+counted with ``sys.setprofile`` over one chunk), in a process of ``baseline`` and of ``off``.
+
 ``off`` against ``baseline`` weighs everything this tree added since the baseline, tracing or
-not. What tracing itself costs with it off is measured directly too: a fourth process
+not. What tracing itself costs with it off is measured directly too: a process
 (``hooks``: off, every function of runs.engine.runtime.trace_spans, the engine's only way into
 tracing, wrapped in a timer) gives their time per step, less the bare timer's cost: an upper
 bound (a wrapper passing keyword arguments costs more than the bare one).
@@ -92,6 +96,30 @@ def _hooks_timed() -> dict[str, float]:
     return totals
 
 
+def _calls_counted(loop, run_start) -> dict:
+    """Count the Python calls one chunk makes (a figure the machine's load does not move)."""
+    counted = {"calls": 0}
+    real_tick = loop.run_tick
+
+    def counter(frame, event, arg):
+        if event in ("call", "c_call"):
+            counted["calls"] += 1
+
+    def tick(*args, **kwargs):
+        sys.setprofile(counter)
+        try:
+            return real_tick(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+    loop.run_tick = tick
+    try:
+        _chunk(loop, run_start, None)
+    finally:
+        loop.run_tick = real_tick
+    return {"calls_per_step": round(counted["calls"] / (RUNS * STEPS), 1)}
+
+
 def _chunk(loop, run_start, hooks: dict | None) -> dict:
     """Tick RUNS fresh runs of STEPS no-op steps; return this chunk's figures."""
     ids = [str(run_start(agent="bench-noop", goal="noop", input={"steps": STEPS}).pk)
@@ -135,8 +163,10 @@ def _serve() -> None:
 
     hooks = _hooks_timed() if os.environ.get("BENCH_TIME_HOOKS") else None
     print(f"{_SAY}ready", flush=True)
-    for _ in sys.stdin:
-        print(_SAY + json.dumps(_chunk(loop, run_start, hooks)), flush=True)
+    for line in sys.stdin:
+        out = (_calls_counted(loop, run_start) if line.strip() == "calls"
+               else _chunk(loop, run_start, hooks))
+        print(_SAY + json.dumps(out), flush=True)
 
 
 def _sink() -> None:
@@ -202,9 +232,9 @@ class _Build:
                 return answer
         raise RuntimeError(f"the {self.name} process ended (exit {self.proc.wait()})")
 
-    def chunk(self) -> dict:
-        """Measure one chunk in this build's process; return its figures."""
-        self.proc.stdin.write("chunk\n")
+    def chunk(self, what: str = "chunk") -> dict:
+        """Measure one chunk in this build's process (``calls``: count them); return figures."""
+        self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
         return json.loads(self._read())
 
@@ -279,6 +309,7 @@ def main() -> None:
             port = int(sink.stdout.readline())
             builds = {b: _Build(b, baseline, port) for b in BUILDS}
             rounds, floors = _rounds(builds, url)
+            calls = {b: builds[b].chunk("calls")["calls_per_step"] for b in ("baseline", "off")}
             builds["hooks"] = _Build("hooks", baseline, port)
             hooks = _hooks(builds["hooks"])
         finally:
@@ -292,7 +323,8 @@ def main() -> None:
     floor = round(median(floors))
     emit("trace_overhead", {
         "baseline_ref": sha, "runs": RUNS, "steps": STEPS, "rounds": ROUNDS, **figures,
-        **ratios, "hooks_off": hooks,
+        **ratios, "hooks_off": hooks, "calls_per_step": calls,
+        "calls_off_vs_baseline": round(calls["off"] / calls["baseline"], 3),
         "per_round": [{name: round(r[b]["cpu_us_per_step"] / r[a]["cpu_us_per_step"], 3)
                        for name, (b, a) in PAIRS.items()} for r in rounds],
         "commit_floor_per_s": floor, "commit_floor_range": [round(min(floors)),
@@ -302,6 +334,7 @@ def main() -> None:
         f" (< {TARGETS['off_vs_baseline']}), on/off {ratios['on_vs_off']}"
         f" (< {TARGETS['on_vs_off']}); tracing hooks with tracing off"
         f" {hooks['hooks_us_per_step']} us/step ({hooks['share_of_off_step']:.2%} of a step);"
+        f" Python calls per step off/baseline {round(calls['off'] / calls['baseline'], 3)};"
         f" commit floor {floor}/s")
 
 
