@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import resource
+from collections.abc import Callable
 from typing import Any
 
 _CGROUP_FILES = (("/sys/fs/cgroup/memory.max", "cgroup memory.max"),
@@ -21,14 +22,24 @@ _UNLIMITED = 1 << 60  # cgroup v1 writes a huge number for "no limit"
 
 @dataclasses.dataclass(frozen=True)
 class Allowance:
-    """How many more bytes a run may hold in memory, and the sentence saying why that many."""
+    """How many more bytes a run may hold in memory, and the sentence saying why that many.
+
+    The sentence is written when read (a result past the allowance), not each time a tool
+    call is given an allowance: that happens on every call, the explaining rarely.
+    """
 
     bytes: int
-    why: str
+    reason: Callable[[], str]
+
+    @property
+    def why(self) -> str:
+        """Return the sentence saying why the run may hold that many bytes."""
+        return self.reason()
 
     def split(self, parts: int) -> Allowance:
         """Return the allowance of one of ``parts`` calls sharing this one."""
-        return Allowance(self.bytes // max(parts, 1), f"{self.why}; shared by {parts} calls")
+        return Allowance(self.bytes // max(parts, 1),
+                         lambda: f"{self.why}; shared by {parts} calls")
 
 
 def process_limit(configured: int = 0) -> tuple[int, str]:

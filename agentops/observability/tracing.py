@@ -2,11 +2,13 @@
 
 Spans are emitted after the fact, with the start and end times the engine measured, so no
 span is ever open across a commit and nothing here runs inside a transaction: ``span_emit``
-only hands a finished span to the BatchSpanProcessor's queue, whose own thread exports it
-over OTLP/HTTP (and, at a process's normal exit, flushes what is left: the provider's
-shutdown hook). Parent spans that outlive a process (a run attempt, a step) have ids derived
-from what they are (``derived_id``), so any worker can name them as a parent, and the worker
-that sees them end emits them with that very id (``_PresetIds``).
+builds the finished span itself (the SDK's ``ReadableSpan``: its live-span machinery of
+sampling, contexts and locks has nothing to do for a span that already ended) and hands it
+to the BatchSpanProcessor's queue, whose own thread exports it over OTLP/HTTP (and, at a
+process's normal exit, flushes what is left: the provider's shutdown hook). Parent spans
+that outlive a process (a run attempt, a step) have ids derived from what they are
+(``derived_id``), so any worker can name them as a parent, and the worker that sees them end
+emits them with that very id.
 """
 from __future__ import annotations
 
@@ -14,36 +16,25 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
-_preset: ContextVar[tuple[int, int] | None] = ContextVar("agentops_span_ids", default=None)
 _state: dict[str, Any] = {}
 CONTENT_MAX_CHARS = 16_000
-
-
-class _PresetIds(RandomIdGenerator):
-    """Random ids, except for the span being emitted under ``_preset`` (trace id, span id)."""
-
-    def generate_span_id(self) -> int:
-        preset = _preset.get()
-        return preset[1] if preset else super().generate_span_id()
-
-    def generate_trace_id(self) -> int:
-        preset = _preset.get()
-        return preset[0] if preset else super().generate_trace_id()
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_SCOPE = InstrumentationScope("agentops.engine")
+_UNSET = Status(StatusCode.UNSET)
 
 
 def _exporter(endpoint: str) -> OTLPSpanExporter:
@@ -57,14 +48,14 @@ def tracer() -> trace.Tracer | None:
         return None
     if _state.get("endpoint") != endpoint:
         provider = TracerProvider(
-            resource=Resource.create({"service.name": settings.AGENTOPS_OTEL_SERVICE_NAME}),
-            id_generator=_PresetIds())
-        provider.add_span_processor(BatchSpanProcessor(_exporter(endpoint)))
+            resource=Resource.create({"service.name": settings.AGENTOPS_OTEL_SERVICE_NAME}))
+        processor = BatchSpanProcessor(_exporter(endpoint))
+        provider.add_span_processor(processor)  # the provider flushes it at exit
         old = _state.get("provider")
         if old is not None:
             old.shutdown()
-        _state.update(endpoint=endpoint, provider=provider,
-                      tracer=provider.get_tracer("agentops.engine"))
+        _state.update(endpoint=endpoint, provider=provider, processor=processor,
+                      tracer=provider.get_tracer(_SCOPE.name))
     return _state["tracer"]
 
 
@@ -123,24 +114,21 @@ def _ns(at: dt.datetime) -> int:
 
 def span_emit(out: SpanOut) -> None:
     """Queue one finished span for export (no I/O here); a no-op when tracing is off."""
-    t = tracer()
-    if t is None:
+    if tracer() is None:
         return
-    ctx = Context()
-    if out.parent is not None:
+    parent = None
+    if out.parent is not None:  # named by id: it may be another process's span
         parent = SpanContext(out.ref.trace_id, out.parent, is_remote=True,
-                             trace_flags=TraceFlags(TraceFlags.SAMPLED))
-        ctx = trace.set_span_in_context(NonRecordingSpan(parent))
-    attributes = {k: v for k, v in out.attributes.items() if v is not None and v != ""}
-    token = _preset.set((out.ref.trace_id, out.ref.span_id))
-    try:
-        span = t.start_span(out.name, context=ctx, kind=out.kind, attributes=attributes,
-                            links=list(out.links), start_time=_ns(out.start))
-    finally:
-        _preset.reset(token)
-    if out.error:
-        span.set_status(Status(StatusCode.ERROR, out.error[:300]))
-    span.end(end_time=max(_ns(out.end), _ns(out.start)))
+                             trace_flags=_SAMPLED)
+    start = _ns(out.start)
+    _state["processor"].on_end(ReadableSpan(
+        out.name, SpanContext(out.ref.trace_id, out.ref.span_id, is_remote=False,
+                              trace_flags=_SAMPLED),
+        parent, _state["provider"].resource,
+        {k: v for k, v in out.attributes.items() if v is not None and v != ""},
+        links=tuple(out.links), kind=out.kind, start_time=start,
+        end_time=max(_ns(out.end), start), instrumentation_scope=_SCOPE,
+        status=Status(StatusCode.ERROR, out.error[:300]) if out.error else _UNSET))
 
 
 def content_json(value: Any) -> str:

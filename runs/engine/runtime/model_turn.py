@@ -18,8 +18,6 @@ from ledger.keys import args_hash
 from ledger.services.expand import expand_tools
 from ledger.services.paging import page_tools
 from runs.engine.core import context as ctx
-from agentops.observability.logging import run_log_context
-from agentops.observability.tracing import hex_id
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.budgets import budget_exhausted
 from runs.engine.runtime.calls import PlannedCall, plan_calls
@@ -66,7 +64,7 @@ def model_turn(session: RunSession, step: str) -> None:
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
     span_id = trace_spans.model_began(session)
-    with run_log_context(span_id=hex_id(span_id) if span_id else None):
+    with trace_spans.model_logged(span_id):
         reply = _call(session, step, messages, tools, choice, sink, span_id)
     if reply is not None:
         _record_reply(session, step, _clean(reply))

@@ -12,18 +12,23 @@ Tree (GenAI semantic conventions): ``invoke_agent`` (the attempt) → one span p
 id, attempt, outcome). A tool call run in another session than its model call hangs off
 the step. An attempt after a recovery links to the one before it.
 
-Every hook returns at once when tracing is off (``session.trace`` is None), and none does
-I/O: spans go to the BatchSpanProcessor's queue (agentops.observability.tracing).
+Every hook returns at once when tracing is off (``session.trace`` is None: one attribute
+test, nothing allocated, no clock read), and none does I/O: spans go to the
+BatchSpanProcessor's queue (agentops.observability.tracing).
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from agentops import clock
-from agentops.observability.logging import run_log_stamp
+from agentops.observability.logging import run_log_context, run_log_stamp
 from agentops.observability.tracing import (
     SpanOut,
     SpanRef,
@@ -41,6 +46,9 @@ from runs.event_types import EventType
 from runs.models import Event, Run, Step
 
 PREVIEW_CHARS = 500
+# What the hooks hand back with tracing off: shared, never built per call.
+_UNTRACED = nullcontext()
+_NO_MARKS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass
@@ -57,10 +65,19 @@ class TraceCtx:
     # by then the secrets its tool calls carry are sealed and known to the scrubber.
     pending: tuple[Any, ...] | None = None
 
-    @property
+    # Derived ids (two SHA-256 each) are worked out once per session, not once per span.
+    steps: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
     def ref(self) -> SpanRef:
         """Return the attempt's root span."""
         return attempt_ref(self.run_id, self.attempt)
+
+    def step_span(self, step: str) -> int:
+        """Return the span id of ``step`` in this attempt."""
+        if step not in self.steps:
+            self.steps[step] = step_ref(self.run_id, self.attempt, step).span_id
+        return self.steps[step]
 
 
 def attempt_ref(run_id: Any, attempt: int) -> SpanRef:
@@ -107,6 +124,11 @@ def model_began(session: Any) -> int | None:
     return new_span_id()
 
 
+def model_logged(span_id: int | None) -> AbstractContextManager[Any]:
+    """Return the block stamping a model call's span id on its log lines (nothing when off)."""
+    return _UNTRACED if span_id is None else run_log_context(span_id=hex_id(span_id))
+
+
 def model_ended(session: Any, step: str, turn: int, span_id: int | None, started: dt.datetime,
                 messages: list[dict[str, Any]], reply: Any = None, error: Any = None) -> None:
     """Emit a model call's ``chat`` span and note its ids (and prompt) for its event."""
@@ -137,7 +159,7 @@ def model_ended(session: Any, step: str, turn: int, span_id: int | None, started
     if content_captured():
         content = _content(session, messages, reply, tc.marks)
     tc.pending = (SpanOut(f"chat {requested}".strip(), ref,
-                          step_ref(tc.run_id, tc.attempt, step).span_id, started, clock.now(),
+                          tc.step_span(step), started, clock.now(),
                           attributes, kind=SpanKind.CLIENT,
                           error=str(error) if error is not None else ""), content)
 
@@ -177,19 +199,23 @@ def unit_committed(session: Any) -> None:
     span_emit(out)
 
 
-def marks(session: Any) -> dict[str, Any]:
-    """Return the current model call's trace ids (and prompt) for its event; {} when off."""
-    return dict(session.trace.marks) if session.trace is not None else {}
+def marks(session: Any) -> Mapping[str, Any]:
+    """Return the current model call's trace ids (and prompt) for its event; empty when off.
+
+    Read only: the caller spreads it into the event's data.
+    """
+    return _NO_MARKS if session.trace is None else session.trace.marks
 
 
-def tools_settled(session: Any, step: str, settled: list[Any], started: dt.datetime) -> dict[str, str]:
+def tools_settled(session: Any, step: str, settled: list[Any],
+                  started: dt.datetime) -> dict[str, str] | None:
     """Emit each settled attempt's ``execute_tool`` span; stamp its ids on its events.
 
-    Returns the span id of each call by tool_call_id (for its log line).
+    Returns the span id of each call by tool_call_id (for its log line); None when off.
     """
     tc = session.trace
     if tc is None:
-        return {}
+        return None
     now, spans = clock.now(), {}
     for st in settled:
         call = st.call
@@ -224,7 +250,7 @@ def _tool_parent(session: Any, step: str, call_id: str) -> tuple[int, list[Any]]
         return int(asked[1], 16), []
     links = [SpanRef(int(asked[0], 16), int(asked[1], 16)).link(
         **{"agentops.link": "asked_by"})] if asked else []
-    return step_ref(tc.run_id, tc.attempt, step).span_id, links
+    return tc.step_span(step), links
 
 
 def step_ended(session: Any, step: str, outcome: str, started: dt.datetime | None) -> None:

@@ -23,9 +23,9 @@ def run_allowance(session: RunSession) -> Allowance:
         raise ConfigError(f"AGENTOPS_MEMORY_SHARE must be a fraction in (0, 1], not {share!r}")
     limit, source = process_limit(settings.AGENTOPS_MEMORY_LIMIT_BYTES)
     budget, state = int(limit * share), session.state_bytes()
-    why = (f"AGENTOPS_MEMORY_SHARE {share * 100:g}% of this process's {limit:,} bytes ({source}) "
-           f"is {budget:,}, less the {state:,} bytes of the run's state")
-    return Allowance(max(budget - state, 0), why)
+    return Allowance(max(budget - state, 0), lambda: (
+        f"AGENTOPS_MEMORY_SHARE {share * 100:g}% of this process's {limit:,} bytes ({source}) "
+        f"is {budget:,}, less the {state:,} bytes of the run's state"))
 
 
 def state_too_big(session: RunSession) -> str:
