@@ -133,3 +133,17 @@ def test_a_saved_view_of_a_team_is_hidden_once_its_owner_leaves_the_team(teams):
     assert 'data-saved-view="Everything"' in page
     refused = client.post("/views/", {"name": "Theirs", "query": "tab=all", "team": "team-a"})
     assert refused.status_code == 303 and not SavedView.objects.filter(name="Theirs").exists()
+
+
+def test_a_team_member_refused_a_page_still_sees_their_team_role_and_what_the_audit_shows(teams):
+    a, _, alice = teams
+    carol = make_user("carol")
+    membership_set(user=carol, team=a, role=OPERATOR)
+    refused = _console(carol).get("/teams/")
+    body = refused.content.decode()
+    assert refused.status_code == 403 and "Not allowed" in body
+    assert "team-a: operators" in body  # the top bar keeps the team role on the refusal
+    audit = _console(alice).get("/audit/").content.decode()
+    assert "data-audit-scope" in audit and "Nothing has been done to your teams" in audit
+    assert "data-audit-scope" not in _console(make_user("root", "admins")).get("/audit/"
+                                                                               ).content.decode()
