@@ -52,7 +52,8 @@ def test_a_team_admin_sees_and_manages_only_their_team(teams):
     assert audit.actor == alice and audit.data["to"] == OPERATOR and audit.reason == \
         "joins payments"
     page = client.get("/teams/team-a/").content.decode()
-    assert 'data-member="bob"' in page
+    assert 'data-member="bob"' in page and 'aria-label="Remove bob from team-a"' in page
+    assert "Leave team" in page and 'aria-label="Remove alice' not in page  # her own row
     client.post("/teams/team-a/", {"username": "bob", "role": ""})
     assert not Membership.objects.filter(user__username="bob").exists()
 
