@@ -12,6 +12,7 @@ from approvals.users import membership_set
 from runs.models import SavedView, Team
 from tests.api.conftest import ApiClient, assert_error
 from tests.console_factories import make_user
+from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +149,16 @@ def test_a_team_member_refused_a_page_still_sees_their_team_role_and_what_the_au
     assert "data-audit-scope" in audit and "Nothing has been done to your teams" in audit
     assert "data-audit-scope" not in _console(make_user("root", "admins")).get("/audit/"
                                                                                ).content.decode()
+
+
+def test_a_one_team_member_sees_a_team_filter_they_did_not_pick_from_a_list(teams):
+    a, b, _ = teams
+    make_run(team=a)
+    carol = make_user("carol")
+    membership_set(user=carol, team=a, role=OPERATOR)
+    client = _console(carol)
+    unfiltered = client.get("/?tab=all").content.decode()
+    assert "All 1 matching this view" in unfiltered and "data-team-chip" not in unfiltered
+    filtered = client.get("/?tab=all&team=team-b").content.decode()
+    assert 'data-team-chip>team team-b' in filtered  # why the list is empty, and Clear
+    assert "All matching this view" in filtered  # the tab's count ignores the filters
