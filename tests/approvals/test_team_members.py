@@ -145,6 +145,8 @@ def test_a_team_member_refused_a_page_still_sees_their_team_role_and_what_the_au
     body = refused.content.decode()
     assert refused.status_code == 403 and "Not allowed" in body
     assert "team-a: operators" in body  # the top bar keeps the team role on the refusal
+    settings_page = _console(alice).get("/settings/").content.decode()
+    assert "The installation's admins set them." in settings_page  # not "Add one" to her
     audit = _console(alice).get("/audit/").content.decode()
     assert "data-audit-scope" in audit and "Nothing has been done to your teams" in audit
     assert "data-audit-scope" not in _console(make_user("root", "admins")).get("/audit/"
