@@ -37,9 +37,11 @@ def world_page(request: HttpRequest) -> HttpResponse:
         raise Http404("The demo world is not installed.")
     run = request.GET.get("run", "").strip()[:64]
     # Only effects of runs of the user's teams, filtered before paging so a page is full.
+    mine = run_id_strings(teams=visible_teams(request.user))
     rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")),
-                       run_ids=run_id_strings(teams=visible_teams(request.user)))
-    # The sandbox's own check that no side effect happened twice (docs/demo.md).
+                       run_ids=mine)
+    # The sandbox's own check that no side effect happened twice (docs/demo.md), over the
+    # same runs: another team's effects are not named here, duplicated or not.
     return page(request, "demo/world.html", {"page": rows, "f": {"run": run} if run else {},
-                                              "duplicated": effects_duplicated()},
+                                              "duplicated": effects_duplicated(run_ids=mine)},
                 partial="rows")

@@ -123,3 +123,16 @@ def test_a_team_member_sees_their_teams_effects_behind_a_full_page_of_other_team
     html = client_for(member).get(reverse("console:world")).content.decode()
     assert "ours-1" in html and "t100" not in html and len(ids_on(html)) == 1
     assert "Older →" not in html
+
+
+def test_another_teams_effect_that_happened_twice_is_not_named_to_a_team_member(users):
+    ours, theirs = Team.objects.create(slug="ours"), Team.objects.create(slug="theirs")
+    other = make_run(team=theirs)
+    for _ in range(2):  # the other team's email went out twice
+        WorldEffect.objects.create(kind="email", key="theirs-secret-mail", run_id=str(other.pk))
+    member = make_user("member")
+    membership_set(user=member, team=ours, role=OPERATOR)
+    html = client_for(member).get(reverse("console:world")).content.decode()
+    assert "theirs-secret-mail" not in html and "Nothing happened twice." in html
+    everyone = client_for(users["admin"]).get(reverse("console:world")).content.decode()
+    assert "Happened twice:" in everyone and "theirs-secret-mail" in everyone
