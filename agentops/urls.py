@@ -13,3 +13,5 @@ urlpatterns = [
     path("metrics", health.metrics, name="metrics"),
     path("", include("runs.urls")),
 ]
+
+handler403 = "runs.views._common.forbidden"

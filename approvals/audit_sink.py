@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections
 from django.db.models import Q
 
 from agentops import clock
@@ -31,7 +30,7 @@ from approvals.audit_declared import Sink, sink_from_setting
 from approvals.audit_export import audit_row
 from approvals.errors import DeliveryFailed
 from approvals.models import AuditSinkCursor, Intervention
-from approvals.notify.sender import retry_delay
+from approvals.notify.sender import drain_loop, retry_delay
 from approvals.notify.transports import (
     KEY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, http_post, signature)
 
@@ -190,14 +189,4 @@ def _sd_escape(value: str) -> str:
 
 def audit_sink_loop(stop: threading.Event, *, interval_s: float) -> None:
     """Stream audit rows every ``interval_s`` until ``stop`` is set (a worker's thread)."""
-    while not stop.is_set():
-        close_old_connections()
-        try:
-            while audit_sink_send() and not stop.is_set():
-                pass
-        except DatabaseError:
-            log.exception("streaming audit rows failed; retrying in %.1fs", interval_s)
-        except Exception:  # noqa: BLE001 - the stream thread must outlive any one bad round
-            log.exception("streaming audit rows failed unexpectedly; retrying in %.1fs",
-                          interval_s)
-        stop.wait(interval_s)
+    drain_loop(stop, interval_s=interval_s, send=audit_sink_send, what="streaming audit rows")

@@ -197,7 +197,9 @@ class ApiKeyForm(forms.Form):
         super().__init__(*args, **kwargs)
         ids = team_ids_for(user)
         teams = Team.objects.order_by("slug")
-        self.fields["team"].queryset = teams if ids is None else teams.filter(pk__in=ids)
+        self.fields["team"].queryset = teams = teams if ids is None else teams.filter(pk__in=ids)
+        if teams.count() > 1:  # no team picked for someone with several: they choose
+            self.fields["team"].empty_label = "choose a team"
 
 
 class RotateForm(forms.Form):

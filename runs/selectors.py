@@ -185,6 +185,13 @@ def run_ids_visible(raw: list[str], *, teams: Teams) -> list[str]:
             .values_list("pk", flat=True)] if ids else []
 
 
+def run_id_strings(*, teams: Teams) -> list[str] | None:
+    """Return the ids (as text) of every run in ``teams``; None when ``teams`` is every team."""
+    if teams is None:
+        return None
+    return [str(pk) for pk in scoped(Run.objects.all(), teams).values_list("pk", flat=True)]
+
+
 def team_choices(*, teams: Teams) -> list[str]:
     """Return the slugs of the teams in ``teams`` when there are several (the team filter)."""
     slugs = list(scoped(Team.objects.all(), teams, "pk").order_by("slug")

@@ -76,3 +76,15 @@ def test_rotate_shows_a_new_secret_and_the_old_one_stops(ann):
     other = Client()
     other.force_login(make_user("bob", "admins"))
     assert other.post(f"/keys/{key.pk}/rotate/", {"grace_s": "0"}).status_code == 404
+
+
+def test_someone_in_several_teams_picks_the_key_team_rather_than_getting_the_first(ann):
+    Team.objects.create(slug="support-desk", name="Support desk")
+    one_team = ann.get("/keys/").content.decode()
+    assert "choose a team" not in one_team  # ann is in payments only: it is picked for her
+    root = Client()
+    root.force_login(make_user("root", "admins"))
+    several = root.get("/keys/").content.decode()
+    assert '<option value="" selected>choose a team</option>' in several
+    missing = root.post("/keys/", {"name": "x", "role": "viewers"})
+    assert missing.status_code == 422 and not ApiKey.objects.exists()

@@ -141,6 +141,7 @@ def test_someone_with_no_mapped_group_is_told_they_have_no_role(client, provider
     assert page.status_code == 403
     assert "You have no role here" in page.content.decode()
     assert "Example SSO" in page.content.decode()
+    assert 'href="/approvals/"' not in page.content.decode()  # no links that would be refused
 
 
 def test_a_local_password_account_is_not_taken_over(client, provider):

@@ -21,9 +21,12 @@ def _run_uuid(raw: str) -> uuid.UUID | None:
 
 
 def effect_list(*, run_id: str = "", exact: bool = False, before_id: int | None = None,
-                limit: int = PAGE_SIZE) -> Page:
-    """Return side effects newest first, of runs whose id is (or starts with) ``run_id``."""
+                limit: int = PAGE_SIZE, run_ids: list[str] | None = None) -> Page:
+    """Return side effects newest first, of runs whose id is (or starts with) ``run_id``,
+    and only of the runs in ``run_ids`` when given (a team member's runs)."""
     qs = WorldEffect.objects.all()
+    if run_ids is not None:
+        qs = qs.filter(run_id__in=run_ids)
     if run_id:
         qs = qs.filter(run_id=run_id) if exact else qs.filter(run_id__startswith=run_id)
     if before_id:

@@ -135,9 +135,14 @@ def effect_find(*, kind: str, key: str) -> Any:
     return WorldEffect.objects.filter(kind=kind, key=key).first()
 
 
-def effects_duplicated() -> list[dict[str, Any]]:
-    """Return every (kind, key) recorded more than once: a side effect that happened twice."""
-    return list(WorldEffect.objects.values("kind", "key").annotate(n=Count("id"))
+def effects_duplicated(*, run_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """Return every (kind, key) recorded more than once: a side effect that happened twice.
+
+    With ``run_ids``, only effects of those runs (a team member's runs) are counted.
+    """
+    qs = WorldEffect.objects.all() if run_ids is None else \
+        WorldEffect.objects.filter(run_id__in=run_ids)
+    return list(qs.values("kind", "key").annotate(n=Count("id"))
                 .filter(n__gt=1).order_by("kind", "key"))
 
 

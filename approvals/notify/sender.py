@@ -12,7 +12,9 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, transaction
@@ -141,14 +143,22 @@ def retry_delay(attempt: int) -> float:
 
 def sender_loop(stop: threading.Event, *, interval_s: float) -> None:
     """Send due deliveries every ``interval_s`` until ``stop`` is set (a worker's thread)."""
+    drain_loop(stop, interval_s=interval_s, send=deliveries_send, what="sending notifications")
+
+
+def drain_loop(stop: threading.Event, *, interval_s: float, send: Callable[[], Any],
+               what: str) -> None:
+    """Call ``send`` until it has nothing left, then wait ``interval_s``; until ``stop``.
+
+    A worker thread's loop: a failed round is logged (``what`` names it) and tried again.
+    """
     while not stop.is_set():
         close_old_connections()
         try:
-            while deliveries_send() and not stop.is_set():
+            while send() and not stop.is_set():
                 pass
         except DatabaseError:
-            log.exception("sending notifications failed; retrying in %.1fs", interval_s)
-        except Exception:  # noqa: BLE001 - the sender thread must outlive any one bad round
-            log.exception("sending notifications failed unexpectedly; retrying in %.1fs",
-                          interval_s)
+            log.exception("%s failed; retrying in %.1fs", what, interval_s)
+        except Exception:  # noqa: BLE001 - the thread must outlive any one bad round
+            log.exception("%s failed unexpectedly; retrying in %.1fs", what, interval_s)
         stop.wait(interval_s)

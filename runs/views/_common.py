@@ -96,3 +96,11 @@ def int_or_none(raw: str | None) -> int | None:
     except ValueError:
         return None
     return value if value > 0 else None
+
+
+def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's handler403: the "Not allowed" page, with the top bar's team roles and links."""
+    user = request.user
+    return render(request, "403.html", {"exception": str(exception or ""),
+                                        "perm": perms(user) if user.is_authenticated else {}},
+                  status=403)

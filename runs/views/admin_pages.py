@@ -110,6 +110,7 @@ def audit(request: HttpRequest) -> HttpResponse:
                           before_id=int_or_none(get.get("before")))
     params: dict[str, Any] = {k: get[k] for k in ("actor", "run", "action", "since", "until")
                               if get.get(k)}
-    sink = audit_sink_status() if is_installation_admin(request.user) else None
-    return page(request, "audit.html", {"page": rows, "f": params, "sink": sink},
-                partial="rows")
+    wide = is_installation_admin(request.user)
+    sink = audit_sink_status() if wide else None
+    return page(request, "audit.html", {"page": rows, "f": params, "sink": sink,
+                                        "team_only": not wide}, partial="rows")

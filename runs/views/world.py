@@ -8,7 +8,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from runs.scope import visible_teams
-from runs.selectors import Page, run_ids_visible
+from runs.selectors import Page, run_id_strings
 from runs.views._common import int_or_none, page, role_required
 from agentops.demo.selectors import effect_list
 from agentops.demo.world import effects_duplicated
@@ -36,14 +36,12 @@ def world_page(request: HttpRequest) -> HttpResponse:
     if not demo_installed():
         raise Http404("The demo world is not installed.")
     run = request.GET.get("run", "").strip()[:64]
-    rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")))
-    teams = visible_teams(request.user)
-    if teams is not None:
-        # Only effects of runs of the user's teams (a page may then hold fewer rows).
-        seen = set(run_ids_visible([str(r.run_uuid) for r in rows.rows if r.run_uuid],
-                                   teams=teams))
-        rows.rows = [r for r in rows.rows if r.run_uuid and str(r.run_uuid) in seen]
-    # The sandbox's own check that no side effect happened twice (docs/demo.md).
+    # Only effects of runs of the user's teams, filtered before paging so a page is full.
+    mine = run_id_strings(teams=visible_teams(request.user))
+    rows = effect_list(run_id=run, before_id=int_or_none(request.GET.get("before")),
+                       run_ids=mine)
+    # The sandbox's own check that no side effect happened twice (docs/demo.md), over the
+    # same runs: another team's effects are not named here, duplicated or not.
     return page(request, "demo/world.html", {"page": rows, "f": {"run": run} if run else {},
-                                              "duplicated": effects_duplicated()},
+                                              "duplicated": effects_duplicated(run_ids=mine)},
                 partial="rows")

@@ -12,6 +12,7 @@ from approvals.users import membership_set
 from runs.models import SavedView, Team
 from tests.api.conftest import ApiClient, assert_error
 from tests.console_factories import make_user
+from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,8 @@ def test_a_team_admin_sees_and_manages_only_their_team(teams):
     assert audit.actor == alice and audit.data["to"] == OPERATOR and audit.reason == \
         "joins payments"
     page = client.get("/teams/team-a/").content.decode()
-    assert 'data-member="bob"' in page
+    assert 'data-member="bob"' in page and 'aria-label="Remove bob from team-a"' in page
+    assert "Leave team" in page and 'aria-label="Remove alice' not in page  # her own row
     client.post("/teams/team-a/", {"username": "bob", "role": ""})
     assert not Membership.objects.filter(user__username="bob").exists()
 
@@ -133,3 +135,32 @@ def test_a_saved_view_of_a_team_is_hidden_once_its_owner_leaves_the_team(teams):
     assert 'data-saved-view="Everything"' in page
     refused = client.post("/views/", {"name": "Theirs", "query": "tab=all", "team": "team-a"})
     assert refused.status_code == 303 and not SavedView.objects.filter(name="Theirs").exists()
+
+
+def test_a_team_member_refused_a_page_still_sees_their_team_role_and_what_the_audit_shows(teams):
+    a, _, alice = teams
+    carol = make_user("carol")
+    membership_set(user=carol, team=a, role=OPERATOR)
+    refused = _console(carol).get("/teams/")
+    body = refused.content.decode()
+    assert refused.status_code == 403 and "Not allowed" in body
+    assert "team-a: operators" in body  # the top bar keeps the team role on the refusal
+    settings_page = _console(alice).get("/settings/").content.decode()
+    assert "The installation's admins set them." in settings_page  # not "Add one" to her
+    audit = _console(alice).get("/audit/").content.decode()
+    assert "data-audit-scope" in audit and "Nothing has been done to your teams" in audit
+    assert "data-audit-scope" not in _console(make_user("root", "admins")).get("/audit/"
+                                                                               ).content.decode()
+
+
+def test_a_one_team_member_sees_a_team_filter_they_did_not_pick_from_a_list(teams):
+    a, b, _ = teams
+    make_run(team=a)
+    carol = make_user("carol")
+    membership_set(user=carol, team=a, role=OPERATOR)
+    client = _console(carol)
+    unfiltered = client.get("/?tab=all").content.decode()
+    assert "All 1 matching this view" in unfiltered and "data-team-chip" not in unfiltered
+    filtered = client.get("/?tab=all&team=team-b").content.decode()
+    assert 'data-team-chip>team team-b' in filtered  # why the list is empty, and Clear
+    assert "All matching this view" in filtered  # the tab's count ignores the filters

@@ -11,7 +11,10 @@ from django.urls import reverse
 
 from agentops.demo.models import WorldEffect
 from agentops.demo.world import effect_record
-from tests.console_factories import client_for
+from approvals.roles import OPERATOR
+from approvals.users import membership_set
+from runs.models import Team
+from tests.console_factories import client_for, make_user
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db
@@ -107,3 +110,29 @@ def test_world_page_says_whether_a_side_effect_happened_twice(users):
     html = viewer.get(reverse("console:world")).content.decode()
     assert "Nothing happened twice." not in html
     assert re.search(r"Happened twice:.*email mail-1</span> ×2", html, re.S)
+
+
+def test_a_team_member_sees_their_teams_effects_behind_a_full_page_of_other_teams(users):
+    ours, theirs = Team.objects.create(slug="ours"), Team.objects.create(slug="theirs")
+    mine, other = make_run(team=ours), make_run(team=theirs)
+    WorldEffect.objects.create(kind="refund", key="ours-1", run_id=str(mine.pk), idempotent=True)
+    WorldEffect.objects.bulk_create(  # a full page of newer effects of another team's run
+        [WorldEffect(kind="email", key=f"t{i}", run_id=str(other.pk)) for i in range(101)])
+    member = make_user("member")
+    membership_set(user=member, team=ours, role=OPERATOR)
+    html = client_for(member).get(reverse("console:world")).content.decode()
+    assert "ours-1" in html and "t100" not in html and len(ids_on(html)) == 1
+    assert "Older →" not in html
+
+
+def test_another_teams_effect_that_happened_twice_is_not_named_to_a_team_member(users):
+    ours, theirs = Team.objects.create(slug="ours"), Team.objects.create(slug="theirs")
+    other = make_run(team=theirs)
+    for _ in range(2):  # the other team's email went out twice
+        WorldEffect.objects.create(kind="email", key="theirs-secret-mail", run_id=str(other.pk))
+    member = make_user("member")
+    membership_set(user=member, team=ours, role=OPERATOR)
+    html = client_for(member).get(reverse("console:world")).content.decode()
+    assert "theirs-secret-mail" not in html and "Nothing happened twice." in html
+    everyone = client_for(users["admin"]).get(reverse("console:world")).content.decode()
+    assert "Happened twice:" in everyone and "theirs-secret-mail" in everyone
