@@ -21,7 +21,7 @@ from approvals import roles
 from approvals.audit import audit_record
 from approvals.models import ApiKey
 from runs.models import Team
-from runs.models.team import DEFAULT_TEAM_SLUG
+from runs.models.team import default_team_id
 
 KEY_PREFIX = "ao_"
 # last_used_at is for people ("used 3 minutes ago"); writing it on every request would
@@ -72,7 +72,7 @@ def apikey_create(*, user: Any, name: str, team: Team | None = None, role: str |
     No team: the default team. No role: the highest the owner holds there. Raises
     KeyOutranksOwner when ``role`` is above what ``user`` holds in the team now.
     """
-    team = team or Team.objects.get(slug=DEFAULT_TEAM_SLUG)
+    team = team or Team.objects.get(pk=default_team_id())
     held = roles.user_roles(user, team=team)
     role = role or roles.top_role(held)
     if role is None or not roles.role_covered(held, role):

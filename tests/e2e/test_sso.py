@@ -129,7 +129,7 @@ def test_the_role_follows_the_providers_groups_at_each_sign_in(browser, live_ser
     shot(page, "sso_login")
     _sign_in(page, live_server, provider)
     assert page.locator("header .who .user").inner_text() == "dana"
-    assert _roles(page) == ["operators", "support"]
+    assert _roles(page) == ["all teams: operators", "payments: support"]
     shot(page, "sso_signed_in_operator")
 
     provider.manage("oidc_user", "dana", "--groups", "agentops-viewers")
