@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from approvals.audit import audit_sequence
+from runs.scope import scoped
 from approvals.models import Intervention
 
 CSV_COLUMNS = ("cursor", "id", "at", "actor", "actor_id", "action", "team", "run_id",
@@ -65,9 +66,7 @@ def audit_export_page(*, q: ExportQuery) -> ExportPage:
 
 
 def _filtered(q: ExportQuery) -> QuerySet[Intervention]:
-    qs = Intervention.objects.select_related("team")
-    if q.team_ids is not None:
-        qs = qs.filter(team_id__in=q.team_ids)
+    qs = scoped(Intervention.objects.select_related("team"), q.team_ids)
     if q.since:
         qs = qs.filter(at__gte=q.since)
     if q.until:

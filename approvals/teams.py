@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from agentops.errors import InvalidInput, NotFound
+from runs.scope import scoped
 from approvals.roles import ADMIN, can_admin, is_installation_admin, team_ids_for
 from runs.models import Team
 from runs.models.team import default_team_id
@@ -29,8 +30,7 @@ def admin_teams(user: Any) -> QuerySet[Team]:
 
 def admin_scope(qs: QuerySet, user: Any, *, field: str = "team_id") -> QuerySet:
     """Narrow ``qs`` to the rows of the teams ``user`` administers."""
-    ids = team_ids_for(user, ADMIN)
-    return qs if ids is None else qs.filter(**{f"{field}__in": ids})
+    return scoped(qs, team_ids_for(user, ADMIN), field)
 
 
 def admin_team_slugs(user: Any) -> list[str] | None:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from approvals.forms import BudgetPolicyForm, ModelPriceForm, NotifyRuleForm, ToolLimitForm
 from approvals.models import NotifyRule
 from approvals.audit_sink import audit_sink_status
-from approvals.roles import can_admin, is_installation_admin
+from approvals.roles import ADMIN, can_admin, is_installation_admin, team_ids_for
 from approvals.selectors import settings_history
 from approvals.services_settings import (
     budget_policy_save,
@@ -52,7 +52,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         .order_by("team__slug", "agent_name")[:200],
         "prices": sel.model_prices(),
         "prices_editable": is_installation_admin(user),
-        "spend": sel.spend_by_agent(teams=None if is_installation_admin(user) else frozenset(t.pk for t in teams)),
+        "spend": sel.spend_by_agent(teams=team_ids_for(user, ADMIN)),
         "limits": admin_scope(ToolLimit.objects.select_related("team"), user)
         .order_by("team__slug", "tool")[:500],
         "rules": admin_scope(NotifyRule.objects, user)
