@@ -86,6 +86,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Read pages from the replica when one is set (AGENTOPS_REPLICA_URL); a no-op without.
+    "agentops.replica.middleware.ReplicaReadsMiddleware",
 ]
 
 ROOT_URLCONF = "agentops.urls"
@@ -220,6 +222,26 @@ AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
 # one run per process there.
 _is_pg = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else 1)
+# A streaming standby of DATABASE_URL the console's lists, counts, search and history read
+# (agentops.replica, docs/deploy.md "Read replica"); every write, lease and engine read stays
+# on the primary. Empty = none.
+AGENTOPS_REPLICA_URL = os.environ.get("AGENTOPS_REPLICA_URL", "").strip()
+if AGENTOPS_REPLICA_URL:
+    if not _is_pg:
+        raise ValueError("AGENTOPS_REPLICA_URL needs a PostgreSQL DATABASE_URL")
+    DATABASES["replica"] = dj_database_url.parse(
+        AGENTOPS_REPLICA_URL, conn_max_age=DATABASES["default"]["CONN_MAX_AGE"],
+        conn_health_checks=True)
+    if DATABASES["replica"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ValueError("AGENTOPS_REPLICA_URL must be a postgres:// URL, got "
+                         f"{AGENTOPS_REPLICA_URL!r}")
+    # A replica that does not answer costs a page this long before it reads the primary
+    # (and one page per 5 s after that, agentops.replica.probe). Not pooled in a web process
+    # (agentops.db_budget): a pool would make a page wait its timeout for a dead replica.
+    DATABASES["replica"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
+    # A test run makes no second test database: the replica alias is the primary's there.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["agentops.replica.router.ReplicaRouter"]
 # PostgreSQL connections per worker process shared by its run slots (psycopg pool); 0 = none.
 AGENTOPS_DB_POOL_MAX = _env_int("AGENTOPS_DB_POOL_MAX", 8)
 AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
