@@ -54,7 +54,7 @@ class ReplicaReadsMiddleware:
         if not (replica_reads_active() and isinstance(exception, DatabaseError)
                 and connections[REPLICA].errors_occurred):
             return None
-        replica_down(exception)
+        replica_down(f"a query of {request.path} failed: {exception}")
         match = request.resolver_match
         with replica_reads(False):
             return match.func(request, *match.args, **match.kwargs)

@@ -1,0 +1,172 @@
+"""A read replica of our own: a real primary and streaming standby (tests/replica_cluster.py).
+
+The console's list pages read the standby, its writer sees their own write at once from the
+primary (read-your-writes), a lagging standby is announced in the top bar, actions and the
+engine read the primary only, and a dead standby costs no error page. Replay is paused on the
+standby (pg_wal_replay_pause) to make it lag on purpose. The last test is the failover drill
+(it promotes the standby, so it runs last in this module).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connections
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from agentops.replica.probe import _cache
+from runs.models import Run
+from runs.services import run_start
+from tests.conftest import drive
+from approvals.roles import OPERATOR
+from tests.console_factories import make_user
+from tests.replica_cluster import Pair
+from tests.replica_pair import pair_connected, pair_or_skip
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def pair(django_db_blocker) -> Iterator[Pair]:
+    """A primary and its synchronous streaming standby, this process's databases meanwhile."""
+    pair_or_skip()
+    cluster = Pair().start()
+    try:
+        with django_db_blocker.unblock(), pair_connected(cluster):
+            cluster.synchronous()
+            yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def paused(pair: Pair) -> Iterator[Pair]:
+    """The standby with replay paused (it receives WAL but applies none) for one test."""
+    pair.sql("standby", "SELECT pg_wal_replay_pause()")
+    _cache.update(at=-1e9)
+    try:
+        yield pair
+    finally:
+        pair.sql("standby", "SELECT pg_wal_replay_resume()")
+        _cache.update(at=-1e9)
+
+
+@pytest.fixture
+def people(pair: Pair) -> dict[str, Client]:
+    """Two signed-in operators' browsers: ``writer`` and ``reader``."""
+    browsers = {}
+    for name in ("writer", "reader"):
+        user = User.objects.filter(username=f"r-{name}").first() or make_user(
+            f"r-{name}", OPERATOR)
+        browsers[name] = Client()
+        browsers[name].force_login(user)
+    return browsers
+
+
+def _start(browser: Client, goal: str) -> str:
+    """Start a run through the API as the browser's user; return its id."""
+    response = browser.post("/api/runs", json.dumps({"agent": "support-returns", "goal": goal,
+                                                     "input": {}}),
+                            content_type="application/json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def _lists(browser: Client, goal: str) -> bool:
+    """Return whether the queue's All tab shows a run with ``goal``."""
+    response = browser.get("/?tab=all")
+    assert response.status_code == 200
+    return goal in response.content.decode()
+
+
+def test_lists_read_the_replica_and_a_writer_sees_their_own_run_at_once(paused, people):
+    """Replay paused: the writer's new run is in their list (primary), not in another
+    person's (replica), whose page says it may be behind; after replay resumes it is in both."""
+    goal = f"replica {uuid.uuid4().hex[:8]}"
+    run_id = _start(people["writer"], goal)
+    time.sleep(1.2)  # the standby's last replayed transaction grows older than a second
+    assert _lists(people["writer"], goal), "the writer did not see their own run"
+    assert not _lists(people["reader"], goal), "the list did not read the replica"
+    page = people["reader"].get("/?tab=all").content.decode()
+    assert "data-replica-lag=" in page and "s behind" in page
+    assert "data-replica-lag=" not in people["writer"].get("/?tab=all").content.decode()
+    assert Run.objects.filter(pk=run_id).exists()
+    paused.sql("standby", "SELECT pg_wal_replay_resume()")
+    _cache.update(at=-1e9)
+    deadline = time.monotonic() + 10
+    while not _lists(people["reader"], goal) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _lists(people["reader"], goal)
+    assert "data-replica-lag=" not in people["reader"].get("/?tab=all").content.decode()
+
+
+def test_an_action_reads_the_primary(paused, people):
+    """A run the replica has not replayed is not in the reader's list, yet their cancel finds
+    and cancels it: actions never read the replica."""
+    goal = f"cancel {uuid.uuid4().hex[:8]}"
+    run_id = _start(people["writer"], goal)
+    assert not _lists(people["reader"], goal)
+    response = people["reader"].post(f"/api/runs/{run_id}/cancel",
+                                     json.dumps({"reason": "replica test", "confirm": "terminate"}),
+                                     content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert Run.objects.get(pk=run_id).status == "cancelled"
+
+
+def test_engine_reads_never_reach_the_replica(paused, engine):
+    """A run driven to its end by the engine in this process sends no query to the replica
+    (and the replica, paused, has never seen the run)."""
+    engine.make_agent("mixed", engine.MIXED_SCRIPT, plan=["quote", "pay", "ship", "notify"])
+    run = run_start(agent="mixed", goal="sell a book")
+    with CaptureQueriesContext(connections["replica"]) as on_replica:
+        assert drive(run) == "succeeded"
+    assert not on_replica.captured_queries
+    assert not paused.sql("standby", "SELECT 1 FROM runs_run WHERE id = %s", [run.pk])
+
+
+@pytest.fixture
+def replica_gone(pair: Pair) -> Iterator[callable]:
+    """Return a function that makes the replica unreachable (its port: one nobody listens
+    on); put back at the end."""
+    replica = connections["replica"].settings_dict
+    port = replica["PORT"]
+
+    def go() -> None:
+        connections["replica"].close()
+        replica["PORT"] = str(Pair().ports["primary"])  # a free port nothing listens on
+
+    yield go
+    connections["replica"].close()
+    replica["PORT"] = port
+    _cache.update(at=-1e9, status=None, down_until=0.0)
+
+
+def test_a_dead_replica_is_read_around_with_a_log_line(people, replica_gone, caplog):
+    """With the replica unreachable a list page is served from the primary, and said once."""
+    goal = f"dead {uuid.uuid4().hex[:8]}"
+    _start(people["writer"], goal)
+    replica_gone()
+    _cache.update(at=-1e9, down_until=0.0)
+    with caplog.at_level(logging.WARNING, logger="agentops.replica"):
+        assert _lists(people["reader"], goal)
+    assert "replica unreachable" in caplog.text and "a query of" not in caplog.text
+
+
+def test_a_replica_lost_under_a_page_is_read_around(people, replica_gone, caplog):
+    """The replica answered the probe, then went away before the page's own queries: the
+    page is served again from the primary, not as an error page."""
+    goal = f"lost {uuid.uuid4().hex[:8]}"
+    assert not _lists(people["reader"], goal)  # probed: the replica answers (cached 1 s)
+    assert _cache["status"] is not None
+    _start(people["writer"], goal)
+    time.sleep(0.3)  # replayed by now (not paused)
+    replica_gone()
+    with caplog.at_level(logging.WARNING, logger="agentops.replica"):
+        assert _lists(people["reader"], goal)
+    assert "replica unreachable, reading the primary for 5s: a query of / failed" in caplog.text
