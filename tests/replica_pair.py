@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import pytest
 from django.core.management import call_command
@@ -52,7 +52,8 @@ def pair_connected(pair: Pair) -> Iterator[Pair]:
         yield pair
     finally:
         connections.close_all()
-        del connections[REPLICA]
+        with suppress(AttributeError):  # never opened in this thread
+            del connections[REPLICA]
         del connections.settings[REPLICA]
         default.clear()
         default.update(saved)
