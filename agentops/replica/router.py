@@ -44,7 +44,7 @@ def replica_reads(on: bool = True) -> Iterator[None]:
 class ReplicaRouter:
     """DATABASE_ROUTERS entry: replica reads inside ``replica_reads()``, the primary else."""
 
-    def db_for_read(self, model: Any, **hints: Any) -> str:
+    def db_for_read(self, model: Any, **_hints: Any) -> str:
         """Return the replica for an eligible read, else the primary (never a hint's db)."""
         if (_reads.get() and model._meta.app_label in REPLICATED_APPS
                 and replica_configured()
@@ -53,14 +53,14 @@ class ReplicaRouter:
             return REPLICA
         return DEFAULT_DB_ALIAS
 
-    def db_for_write(self, model: Any, **hints: Any) -> str:
+    def db_for_write(self, model: Any, **_hints: Any) -> str:
         """Return the primary: an object read from the replica is saved to the primary."""
         return DEFAULT_DB_ALIAS
 
-    def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
+    def allow_relation(self, _obj1: Any, _obj2: Any, **_hints: Any) -> bool:
         """Allow relations between rows read from either copy of the same database."""
         return True
 
-    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
+    def allow_migrate(self, db: str, _app_label: str, **_hints: Any) -> bool | None:
         """Never migrate the replica: it replays the primary's schema."""
         return False if db == REPLICA else None
