@@ -44,18 +44,20 @@ def replica_reads(on: bool = True) -> Iterator[None]:
 class ReplicaRouter:
     """DATABASE_ROUTERS entry: replica reads inside ``replica_reads()``, the primary else."""
 
-    def db_for_read(self, model: Any, **_hints: Any) -> str:
-        """Return the replica for an eligible read, else the primary (never a hint's db)."""
+    def db_for_read(self, model: Any, **_hints: Any) -> str | None:
+        """Return the replica for an eligible read, else the primary (never a hint's db);
+        no opinion (Django's default) when no replica is configured."""
+        if not replica_configured():
+            return None
         if (_reads.get() and model._meta.app_label in REPLICATED_APPS
-                and replica_configured()
                 # A transaction reads what it has just written: the primary's.
                 and not connections[DEFAULT_DB_ALIAS].in_atomic_block):
             return REPLICA
         return DEFAULT_DB_ALIAS
 
-    def db_for_write(self, model: Any, **_hints: Any) -> str:
+    def db_for_write(self, model: Any, **_hints: Any) -> str | None:
         """Return the primary: an object read from the replica is saved to the primary."""
-        return DEFAULT_DB_ALIAS
+        return DEFAULT_DB_ALIAS if replica_configured() else None
 
     def allow_relation(self, _obj1: Any, _obj2: Any, **_hints: Any) -> bool:
         """Allow relations between rows read from either copy of the same database."""
