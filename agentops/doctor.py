@@ -25,6 +25,7 @@ from agentops.errors import ConfigError
 from agentops.llm.configured import model_from_settings
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
+from agentops.replica.health import replica_report
 from runs.models import Team, WorkerHeartbeat
 from runs.pooler import pooled
 
@@ -334,6 +335,11 @@ def check_sso_teams() -> Check:
                  f"{len(named)} team(s), all of which exist.")
 
 
+def check_replica() -> Check:
+    """Say whether the read replica answers and whether a failover could lose commits."""
+    return Check(*replica_report())
+
+
 def readiness_checks() -> list[Check]:
     """Return the checks /readyz needs: database, migrations, a recent worker heartbeat."""
     database = check_database()
@@ -351,6 +357,7 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_database,
     check_migrations,
     check_db_sessions,
+    check_replica,
     check_metrics_access,
     check_redis,
     check_artifact_storage,
@@ -360,7 +367,7 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_sso_teams,
 )
 _NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat,
-                            check_sso_teams})
+                            check_sso_teams, check_replica})
 
 
 def doctor_checks() -> list[Check]:

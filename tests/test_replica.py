@@ -20,6 +20,7 @@ from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from agentops.doctor import doctor_checks
 from agentops.replica.probe import _cache
 from runs.models import Event, Run
 from runs.services import run_start
@@ -131,6 +132,13 @@ def test_engine_reads_never_reach_the_replica(paused, engine):
         assert drive(run) == "succeeded"
     assert not on_replica.captured_queries
     assert not paused.sql("standby", "SELECT 1 FROM runs_run WHERE id = %s", [run.pk])
+
+
+def test_the_doctor_names_the_replica_and_its_synchronous_commits(pair):
+    """``agentops doctor`` finds the standby replaying and the primary waiting for it."""
+    check = next(c for c in doctor_checks() if c.name == "replica")
+    assert check.ok and "The replica answers" in check.message
+    assert "Commits wait for standby (synchronous_commit=on)" in check.message
 
 
 @pytest.fixture

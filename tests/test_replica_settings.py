@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from agentops.doctor import doctor_checks
+
 _PRINT = ("import os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'agentops.settings'); "
           "from django.conf import settings as s; r = s.DATABASES.get('replica'); "
           "print(r and (r['HOST'], r['PORT'], r['NAME'], r['TEST'], r['OPTIONS']))")
@@ -39,3 +41,8 @@ def test_a_replica_needs_postgresql():
     done = _settings(DATABASE_URL=PG, AGENTOPS_REPLICA_URL="sqlite:///replica.db")
     assert ("ValueError: AGENTOPS_REPLICA_URL must be a postgres:// URL, got "
             "'sqlite:///replica.db'") in done.stderr
+
+
+def test_the_doctor_says_when_no_replica_is_set(db):
+    check = next(c for c in doctor_checks() if c.name == "replica")
+    assert check.ok and "AGENTOPS_REPLICA_URL is not set" in check.message
