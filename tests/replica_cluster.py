@@ -52,7 +52,8 @@ def missing() -> str:
     return ""
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """Return a loopback port nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -63,7 +64,7 @@ class Pair:
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="agentops-pair-", dir=folder))
-        self.ports = {"primary": _free_port(), "standby": _free_port()}
+        self.ports = {"primary": free_port(), "standby": free_port()}
         self.promoted = False
         self._run_as = pwd.getpwnam(USER) if os.geteuid() == 0 else None
         if self._run_as:

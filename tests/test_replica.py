@@ -27,7 +27,7 @@ from runs.services import run_start
 from tests.conftest import drive
 from approvals.roles import OPERATOR
 from tests.console_factories import make_user
-from tests.replica_cluster import Pair
+from tests.replica_cluster import Pair, free_port
 from tests.replica_pair import pair_connected, pair_or_skip
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -150,7 +150,7 @@ def replica_gone(pair: Pair) -> Iterator[callable]:
 
     def go() -> None:
         connections["replica"].close()
-        replica["PORT"] = str(Pair().ports["primary"])  # a free port nothing listens on
+        replica["PORT"] = str(free_port())
 
     yield go
     connections["replica"].close()
