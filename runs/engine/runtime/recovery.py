@@ -95,6 +95,29 @@ def lease_next_expiry(*, now: dt.datetime) -> tuple[dt.datetime | None, bool]:
     return found["next"], found["first"] is not None and found["first"] < now
 
 
+def runs_recovered_reserve(*, limit: int) -> list[Any]:
+    """Reserve up to ``limit`` recovered runs waiting in the queue (oldest first) for the
+    caller's free run slots; return their ids.
+
+    One statement: the runs' ``urgent`` mark is cleared, so two processes never reserve the
+    same run, and nobody yields to a run about to be claimed. The run stays queued with its
+    q2 tick: if the caller dies before claiming it, that tick starts it. PostgreSQL only
+    (run slots are): elsewhere nothing is reserved.
+    """
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cur:
+        cur.execute(_RESERVE_SQL, [RunStatus.QUEUED, limit])
+        return [row[0] for row in cur.fetchall()]
+
+
+# skip_locked: a run locked now is being claimed or recovered; the next look takes it.
+_RESERVE_SQL = (
+    "UPDATE runs_run SET urgent = false WHERE id IN (SELECT id FROM runs_run "
+    "WHERE status = %s AND urgent ORDER BY updated_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "RETURNING id")
+
+
 def runs_recover_dead_owners(*, limit: int = 100) -> list[Any]:
     """Re-queue at once the runs whose lease owner's process is gone; return their ids.
 
