@@ -10,6 +10,7 @@ from django.test import override_settings
 from agentops import clock
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.models import Event, Run
+from runs.pooler import pooled
 from runs.recoverer import Watch, recover_round
 from tests.factories import make_run
 
@@ -52,6 +53,8 @@ def test_an_expired_lease_is_recovered_at_its_expiry_not_a_sweep_later():
 
 @pytest.mark.postgres
 def test_a_dead_owner_is_noticed_by_its_vanished_session_before_the_next_sweep():
+    if pooled():  # no session there is an owner's own (runs.pooler): leases expire instead
+        pytest.skip("owners are not judged by session name behind a transaction pooler")
     session = _session("gone-host:4100001")
     session.commit()  # idle, not inside a transaction
     run = _running("gone-host:4100001", expires_in_s=60)
@@ -72,6 +75,8 @@ def test_a_dead_owner_is_noticed_by_its_vanished_session_before_the_next_sweep()
 @pytest.mark.postgres
 def test_a_paused_holder_locking_its_expired_run_is_ended_and_the_run_recovered():
     """A worker paused inside a transaction keeps its row lock: its session is ended."""
+    if pooled():  # PgBouncer's idle_transaction_timeout ends it there
+        pytest.skip("sessions are not ended by owner name behind a transaction pooler")
     owner = "paused-host:4100002"
     run = _running(owner, expires_in_s=-1)
     holder = _session(owner)
