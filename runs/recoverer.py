@@ -102,9 +102,12 @@ def _until_next_expiry(cap_s: float) -> float:
 def recover_loop(stop: threading.Event) -> None:
     """Recover runs of lost workers until ``stop`` is set; a database hiccup waits a sweep."""
     watch = Watch()
+    tidied = -1.0
     while not stop.is_set():
-        close_old_connections()
         began = clock.monotonic()
+        if began - tidied >= settings.AGENTOPS_SWEEP_INTERVAL_S:
+            close_old_connections()  # not every round: its health check is a query too
+            tidied = began
         try:
             wait = recover_round(watch)
             took = clock.monotonic() - began

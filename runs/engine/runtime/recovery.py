@@ -143,26 +143,44 @@ _DEAD_OWNERS_SQL = (
     "WHERE application_name <> '') LIMIT %s")
 
 
-def _recover_all(owners: dict[Any, str]) -> list[Any]:
-    """Recover the runs ``owners`` names (run id -> the dead owner, or "" for an expired lease)
-    in one transaction, then enqueue them in another; return the ids recovered.
+_CHUNK = 5  # runs recovered per commit: see _recover_all
 
-    A dead worker leaves all its runs at once: one commit for them all, not one each, so the
-    last of them is not recovered a whole round after the first. A batch that fails is done
-    again run by run, so one bad run never holds the others back.
+
+def _recover_all(owners: dict[Any, str]) -> list[Any]:
+    """Recover the runs ``owners`` names (run id -> the dead owner, or "" for an expired
+    lease), a few per transaction, each few enqueued at once; return the ids recovered.
+
+    A dead worker leaves all its runs at once. One commit per run would make the last wait
+    for all the others; one for them all would lock them all on one host, and none could
+    start before the last was written. A few per commit: the first are on their way while
+    the next are written, and the recoverers of other hosts, skipping the rows locked here,
+    take the next few in parallel. A chunk that fails is done again run by run, so one bad
+    run never holds the others back.
     """
-    if len(owners) <= 1:
-        return [run_id for run_id, dead in owners.items() if _recover_one(run_id, dead)]
-    try:
-        with transaction.atomic():
-            # skip_locked: another sweeper holds these runs right now and will handle them.
-            runs = Run.objects.select_for_update(skip_locked=True).filter(pk__in=list(owners))
-            recovered = [run.pk for run in runs if _recover_locked(run, owners[run.pk])]
-    except DatabaseError:
-        log.exception("recovering %d runs at once failed: one by one instead", len(owners))
-        return [run_id for run_id, dead in owners.items() if _recover_one(run_id, dead)]
+    ids = list(owners)
+    recovered: list[Any] = []
+    for i in range(0, len(ids), _CHUNK):
+        chunk = {run_id: owners[run_id] for run_id in ids[i:i + _CHUNK]}
+        if len(chunk) == 1:
+            recovered += [run_id for run_id, dead in chunk.items() if _recover_one(run_id, dead)]
+            continue
+        try:
+            done = _recover_chunk(chunk)
+        except DatabaseError:
+            log.exception("recovering %d runs at once failed: one by one instead", len(chunk))
+            done = [run_id for run_id, dead in chunk.items() if _recover_one(run_id, dead)]
+        recovered += done
+    return recovered
+
+
+def _recover_chunk(owners: dict[Any, str]) -> list[Any]:
+    """Recover ``owners``' runs in one transaction, then enqueue their ticks in one more."""
+    with transaction.atomic():
+        # skip_locked: another recoverer holds these runs right now and will handle them.
+        runs = Run.objects.select_for_update(skip_locked=True).filter(pk__in=list(owners))
+        recovered = [run.pk for run in runs if _recover_locked(run, owners[run.pk])]
     if recovered:
-        with transaction.atomic():  # their ticks: one commit too
+        with transaction.atomic():
             for run_id in recovered:
                 enqueue_tick(run_id)
     return recovered
