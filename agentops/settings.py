@@ -216,7 +216,8 @@ if os.environ.get("AGENTOPS_Q_BROKER") == "redis" and REDIS_URL:
 AGENTOPS_AGENTS = [
     m for m in os.environ.get("AGENTOPS_AGENTS", "agentops.demo.agents").split(",") if m
 ]
-AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 3.0)
+# A silent worker's runs are taken over this long after its last renewal (every TTL / 3).
+AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 2.0)
 # Runs one q2 worker process keeps in flight (runs.slots): a run waiting for its model or a
 # tool holds a thread, not a process nor a database connection. SQLite serialises writers:
 # one run per process there.
@@ -268,6 +269,12 @@ AGENTOPS_WEB_PROCESSES = _env_int("AGENTOPS_WEB_PROCESSES", 1)
 AGENTOPS_WORKER_HOSTS = _env_int("AGENTOPS_WORKER_HOSTS", 1)
 AGENTOPS_DB_RESERVE = _env_int("AGENTOPS_DB_RESERVE", 10)
 AGENTOPS_SWEEP_INTERVAL_S = _env_float("AGENTOPS_SWEEP_INTERVAL_S", 1.0)
+# How often a worker host's recoverer reads the server's session names to notice a dead
+# worker (runs.recoverer); expired leases it recovers at their expiry, not on this beat.
+AGENTOPS_RECOVERY_CHECK_S = _env_float("AGENTOPS_RECOVERY_CHECK_S", 0.2)
+if not 0 < AGENTOPS_RECOVERY_CHECK_S <= 60:
+    raise ValueError("AGENTOPS_RECOVERY_CHECK_S must be in (0, 60] seconds, got "
+                     f"{AGENTOPS_RECOVERY_CHECK_S!r}")
 # A busy tick looks this often whether a recovered run waits for a worker; one that has
 # waited longer than the grace (an idle worker would have taken it) makes the tick yield.
 AGENTOPS_YIELD_CHECK_S = _env_float("AGENTOPS_YIELD_CHECK_S", 0.25)

@@ -42,11 +42,13 @@ _NOT_WORK = ("run.status", "run.recovered")
 
 
 def _spawn() -> subprocess.Popen:
+    """Start a worker host; its log goes to BENCH_HOST_LOG (appended) when that is set."""
     env = {**os.environ, "DATABASE_URL": bench_url(), "AGENTOPS_AGENTS": "bench.agents",
-           "AGENTOPS_WORKERS": "1", "LOG_LEVEL": "ERROR"}
+           "AGENTOPS_WORKERS": "1", "LOG_LEVEL": os.environ.get("BENCH_HOST_LOG_LEVEL", "ERROR")}
+    path = os.environ.get("BENCH_HOST_LOG")
+    out = open(path, "a") if path else subprocess.DEVNULL  # noqa: SIM115 - the host keeps it
     return subprocess.Popen([sys.executable, "manage.py", "agentops", "worker"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            env=env, stdout=out, stderr=out, start_new_session=True)
 
 
 def _victim(ids: list, hosts: list[subprocess.Popen], timeout: float = 30.0):
@@ -83,14 +85,18 @@ def _next_unit_by_other(run_id, owner: str, after_seq: int, since: dt.datetime,
 
 
 def _trial(n: int, ids: list, hosts: list[subprocess.Popen],
-           victims: set[str]) -> tuple[str, float]:
+           victims: set[str]) -> dict:
     from django.utils import timezone
+
+    from runs.models import Run
 
     how = "kill" if n % 2 == 0 else "stop"
     run_id, owner, host, seq = _victim(ids, hosts)
     victims |= {f"{owner.rsplit(':', 1)[0]}:{pid}" for pid in _group_pids(hosts[host].pid)}
     since = timezone.now()
     os.killpg(hosts[host].pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+    # Read at once: the victim's keeper stopped or died with it, so this is the lease's end.
+    expires = Run.objects.filter(pk=run_id).values_list("lease_expires_at", flat=True).first()
     try:
         latency = _next_unit_by_other(run_id, owner, seq, since)
     finally:
@@ -99,7 +105,31 @@ def _trial(n: int, ids: list, hosts: list[subprocess.Popen],
             hosts[host] = _spawn()
         else:
             os.killpg(hosts[host].pid, signal.SIGCONT)
-    return how, latency
+    return {"kind": how, "latency_s": round(latency, 3),
+            **_breakdown(run_id, seq, since, expires, latency)}
+
+
+def _breakdown(run_id, after_seq: int, since: dt.datetime, expires: dt.datetime | None,
+               latency: float) -> dict:
+    """Split a trial's latency by the run's events: detected (run.recovered), claimed by the
+    next worker (run.status -> running), first unit committed (the rest)."""
+    from runs.models import Event
+
+    events = list(Event.objects.filter(run_id=run_id, seq__gt=after_seq, at__gt=since)
+                  .order_by("seq").values("type", "at", "data"))
+    recovered = next((e for e in events if e["type"] == "run.recovered"), None)
+    claimed = next((e for e in events if e["type"] == "run.status"
+                    and e["data"].get("to") == "running"
+                    and (recovered is None or e["at"] >= recovered["at"])), None)
+    out: dict = {"cause": recovered["data"].get("cause") if recovered else None}
+    if expires is not None:
+        out["lease_left_s"] = round((expires - since).total_seconds(), 3)
+    if recovered is not None:
+        out["detect_s"] = round((recovered["at"] - since).total_seconds(), 3)
+        if claimed is not None:
+            out["dispatch_s"] = round((claimed["at"] - recovered["at"]).total_seconds(), 3)
+            out["first_unit_s"] = round(latency - (claimed["at"] - since).total_seconds(), 3)
+    return out
 
 
 def main() -> None:
@@ -113,15 +143,17 @@ def main() -> None:
     _cancel_active()
     hosts = [_spawn() for _ in range(HOSTS)]
     by_kind: dict[str, list[float]] = {"kill": [], "stop": []}
+    trials: list[dict] = []
     victims: set[str] = set()
     try:
         ids = [run_start(agent="bench-slow", goal=f"busy {i}", input={"steps": 100_000}).pk
                for i in range(HOSTS * PER_WORKER)]
         time.sleep(5)  # every host busy, the queue long
         for trial in range(TRIALS):
-            how, latency = _trial(trial, ids, hosts, victims)
-            by_kind[how].append(latency)
-            log(f"trial {trial + 1} ({how}): {latency:.2f}s")
+            row = _trial(trial, ids, hosts, victims)
+            trials.append(row)
+            by_kind[row["kind"]].append(row["latency_s"])
+            log(f"trial {trial + 1}: {row}")
             time.sleep(1.5)  # a restarted host comes up; the resumed one settles
     finally:
         for p in hosts:
@@ -142,7 +174,21 @@ def main() -> None:
         "recoveries": expiries["all"], "lease_expiries_of_live_workers": expiries["spurious"],
         "lease_ttl_s": settings.AGENTOPS_LEASE_TTL_S,
         "sweep_interval_s": settings.AGENTOPS_SWEEP_INTERVAL_S,
-        "commit_floor_per_s": round(floor)})
+        "parts": _parts(trials),
+        "commit_floor_per_s": round(floor), "load_avg": os.getloadavg()[0],
+        "per_trial": trials})
+
+
+def _parts(trials: list[dict]) -> dict:
+    """Return p50/p99 of each part of the latency, per kind of trial."""
+    out = {}
+    for kind in ("kill", "stop"):
+        rows = [t for t in trials if t["kind"] == kind]
+        for part in ("lease_left_s", "detect_s", "dispatch_s", "first_unit_s"):
+            got = percentiles([t[part] for t in rows if part in t])
+            if got.get("n"):
+                out[f"{kind}_{part}"] = {"p50": got["p50"], "p99": got["p99"]}
+    return out
 
 
 def _cancel_active() -> None:

@@ -1,6 +1,7 @@
 """The sweeper: what wakes runs when no worker holds them. Safe on every worker host at once.
 
-One sweep re-queues runs whose lease expired (a dead worker), wakes due timers, applies
+One sweep re-queues runs whose lease expired or whose worker died (unless the host's
+recoverer thread does that sooner, runs.recoverer), wakes due timers, applies
 approval expiry policies, wakes runs whose signal or children arrived, times out waits past
 their deadline, blocks or terminates runs holding no worker past the run's own deadline
 (runs.services_operator.deadline), closes the calls stopped runs left running (stragglers),
@@ -61,21 +62,23 @@ class SweepReport:
         return " ".join(f"{k}={len(v)}" for k, v in self.__dict__.items())
 
 
-_PARTS = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired), ("requeued", runs_requeue_stale),
-          ("deadlines", deadlines_enforce),
+_RECOVERY = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expired))
+_PARTS = (("requeued", runs_requeue_stale), ("deadlines", deadlines_enforce),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
           ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out),
           ("stragglers", stragglers_sweep), ("escalations", tracks_escalate))
 
 
-def sweep_once(*, name: str | None = None) -> SweepReport:
+def sweep_once(*, name: str | None = None, recover: bool = True) -> SweepReport:
     """Run one sweep and return what it did.
 
     Each part runs on its own: one that fails (bad data in one run, a lost connection) is
     logged and the others still run, so recovery of dead workers' runs never stops.
+    ``recover=False``: leave the runs of lost workers to the host's recoverer thread
+    (runs.recoverer), which notices them sooner.
     """
-    done: dict[str, list[Any]] = {}
-    for part, fn in _PARTS:
+    done: dict[str, list[Any]] = {part: [] for part, _ in _RECOVERY}
+    for part, fn in (_RECOVERY + _PARTS) if recover else _PARTS:
         try:
             done[part] = fn()
         except Exception:  # noqa: BLE001 - isolate the parts; logged with the trace
@@ -86,14 +89,14 @@ def sweep_once(*, name: str | None = None) -> SweepReport:
 
 
 def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
-               name: str | None = None) -> None:
+               name: str | None = None, recover: bool = True) -> None:
     """Sweep every ``interval_s`` until ``stop`` is set; a database hiccup waits a round."""
     interval = interval_s if interval_s is not None else settings.AGENTOPS_SWEEP_INTERVAL_S
     name = name or sweeper_name()
     while not stop.is_set():
         close_old_connections()
         try:
-            report = sweep_once(name=name)
+            report = sweep_once(name=name, recover=recover)
             if report.total():
                 log.info("sweep %s", report.line())
         except DatabaseError:

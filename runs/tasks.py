@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
+
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.queue import enqueue_tick, worker_name
+from runs.engine.runtime.recovery import runs_recovered_reserve
 from runs.engine.runtime.transition import run_urgent_waiting
 from runs.hung_threads import hung_guard_install, hung_replacing
-from runs.slots import slot_submit, slot_wait_free
+from runs.slots import (in_flight, runs_in_flight_limit, slot_submit, slot_wait_free,
+                        slots_free)
 
 
 def tick(run_id: str) -> str:
@@ -24,9 +28,35 @@ def tick(run_id: str) -> str:
         enqueue_tick(run_id)
         return "handed_back"
     if slot_submit(run_id, tick_run):
+        _recovered_take(other_than=run_id)
         slot_wait_free()
         return "in_slot"
     return tick_run(run_id)
+
+
+_TAKE_AT_ONCE = 8  # recovered runs one q2 task may start: the other hosts take their share
+_looked = {"at": -1.0}
+
+
+def _recovered_take(*, other_than: str) -> None:
+    """Start recovered runs still queued on this process's free slots now, not through q2.
+
+    A dead worker's runs are recovered together and their ticks queue one behind the other
+    in q2 (one task per fetch, runs.engine.runtime.queue); the first of them (or any tick)
+    to reach a process with free slots brings a few others along, reserved so that no other
+    process starts them too (runs_recovered_reserve). Their own ticks find them claimed later
+    (``not_claimed``: one conditional UPDATE matching nothing). Looked at most once per
+    AGENTOPS_YIELD_CHECK_S by a process: one probe of the partial index on urgent queued
+    runs, almost always empty.
+    """
+    now = time.monotonic()
+    if now - _looked["at"] < settings.AGENTOPS_YIELD_CHECK_S or not slots_free():
+        return
+    _looked["at"] = now
+    free = runs_in_flight_limit() - in_flight()
+    for other in runs_recovered_reserve(limit=max(0, min(free - 1, _TAKE_AT_ONCE))):
+        if str(other) != other_than:
+            slot_submit(str(other), tick_run)
 
 
 def tick_run(run_id: str) -> str:

@@ -14,6 +14,7 @@ from approvals.audit_sink import audit_sink_loop
 from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
 from runs.pooler import pooled
+from runs.recoverer import recover_loop
 from runs.sweeper import sweep_loop, sweeper_name
 
 
@@ -58,9 +59,14 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
 
 
 def _sweeper_start(stop: threading.Event) -> threading.Thread:
-    """Start the sweeper, notification sender and audit stream threads; return the sweeper's."""
+    """Start the sweeper, recoverer, notification sender and audit stream threads; return
+    the sweeper's."""
+    # The recoverer takes the runs of lost workers as soon as it notices (runs.recoverer):
+    # the sweep, which may take a while on a loaded host, leaves them to it.
+    threading.Thread(target=recover_loop, args=(stop,), name="agentops-recoverer",
+                     daemon=True).start()
     thread = threading.Thread(target=sweep_loop, args=(stop,), name="agentops-sweeper",
-                              kwargs={"name": sweeper_name()}, daemon=True)
+                              kwargs={"name": sweeper_name(), "recover": False}, daemon=True)
     thread.start()
     # Notifications go out on their own thread: a slow mail server never delays recovery.
     threading.Thread(target=sender_loop, args=(stop,), name="agentops-notify",

@@ -1,0 +1,124 @@
+"""The recoverer: each worker host's watch for runs whose worker is gone, sooner than a sweep.
+
+A worker host runs it on a thread of its own beside the sweeper (runs.cli.worker), and the
+sweeper then leaves recovery to it. It notices the two ways a run loses its worker as they
+happen, and costs next to nothing while nothing does:
+
+- **a dead owner** (SIGKILL, a crash, OOM): its PostgreSQL sessions close at once. Every
+  ``AGENTOPS_RECOVERY_CHECK_S`` the recoverer reads the names of the server's sessions (no
+  table, no commit); when a session named like a worker (``host:pid``) has vanished since
+  the last look, it recovers that owner's runs (runs.engine.runtime.recovery,
+  ``runs_recover_dead_owners``) there and then. The full check also runs every
+  ``AGENTOPS_SWEEP_INTERVAL_S``, so a name gone between two looks is never missed.
+- **an expired lease** (a paused or frozen worker keeps its sessions): the recoverer knows
+  when the first lease expires (one probe of the partial index) and sleeps until that
+  moment, not a fixed interval, then recovers what expired; a paused owner still locking
+  the run's row inside a transaction is ended first (``holders_end``). The next expiry is
+  read again at least every sweep interval (a host with a shorter TTL may claim meanwhile).
+
+Off PostgreSQL, or behind a transaction pooler without a direct URL (runs.pooler), no
+session tells an owner is alive: only expiries are watched.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+
+from agentops import clock
+from runs.engine.runtime.recovery import (lease_next_expiry, runs_recover_dead_owners,
+                                          runs_recover_expired)
+from runs.pooler import owners_judged
+
+log = logging.getLogger("agentops.recoverer")
+_SLOW_S = 0.5  # a round slower than this is logged: recovery waits for it
+_WORKER_NAME = re.compile(r":[0-9]+$")
+_NAMES_SQL = "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name <> ''"
+
+
+@dataclass
+class Watch:
+    """What the recoverer saw last: worker session names, and when it next has work."""
+
+    names: set[str] = field(default_factory=set)
+    owners_due: float = 0.0  # monotonic: the next full check of dead owners
+    expiry_due: float = 0.0  # monotonic: the first lease expiry (or the next look at it)
+
+
+def recover_round(watch: Watch) -> float:
+    """Recover what lost its worker since the last round; return seconds until the next.
+
+    A round that finds nothing reads the session names (PostgreSQL) and nothing else.
+    """
+    now = clock.monotonic()
+    interval = settings.AGENTOPS_SWEEP_INTERVAL_S
+    judged = connection.vendor == "postgresql" and owners_judged()
+    if judged and (_owners_vanished(watch) or now >= watch.owners_due):
+        dead = runs_recover_dead_owners()
+        if dead:
+            log.info("recovered %d runs of dead workers", len(dead))
+        watch.owners_due = now + interval
+    if now >= watch.expiry_due:
+        expired = runs_recover_expired()
+        if expired:
+            log.info("recovered %d runs whose lease expired", len(expired))
+        watch.expiry_due = now + _until_next_expiry(interval)
+    wait = watch.expiry_due - now
+    if judged:
+        wait = min(wait, settings.AGENTOPS_RECOVERY_CHECK_S)
+    return max(0.0, wait)
+
+
+def _owners_vanished(watch: Watch) -> bool:
+    """Return True when a worker-named session seen last time is gone (one catalog read)."""
+    with connection.cursor() as cur:
+        cur.execute(_NAMES_SQL)
+        names = {name for (name,) in cur.fetchall() if _WORKER_NAME.search(name)}
+    gone = bool(watch.names - names)
+    watch.names = names
+    return gone
+
+
+def _until_next_expiry(cap_s: float) -> float:
+    """Return seconds until the first lease expires (a little after it), at most ``cap_s``.
+
+    A lease expired but not recovered (its row locked by a holder not yet idle long enough
+    to be ended) is tried again after ``AGENTOPS_RECOVERY_CHECK_S``, never in a busy loop.
+    """
+    now = clock.now()
+    first, overdue = lease_next_expiry(now=now)
+    if overdue:
+        cap_s = min(cap_s, settings.AGENTOPS_RECOVERY_CHECK_S)
+    if first is None:
+        return cap_s
+    # Just past it: the sweep's test is strict (expires_at < now).
+    return min(cap_s, (first - now).total_seconds() + 0.01)
+
+
+def recover_loop(stop: threading.Event) -> None:
+    """Recover runs of lost workers until ``stop`` is set; a database hiccup waits a sweep."""
+    watch = Watch()
+    tidied = -1.0
+    while not stop.is_set():
+        began = clock.monotonic()
+        if began - tidied >= settings.AGENTOPS_SWEEP_INTERVAL_S:
+            close_old_connections()  # not every round: its health check is a query too
+            tidied = began
+        try:
+            wait = recover_round(watch)
+            took = clock.monotonic() - began
+            if took > _SLOW_S:
+                log.warning("recovery round took %.2fs", took)
+        except DatabaseError:
+            # The database went away (restart, failover): keep the loop alive and try again.
+            log.exception("recovery round failed; retrying")
+            connection.close()
+            wait = settings.AGENTOPS_SWEEP_INTERVAL_S
+        except Exception:  # noqa: BLE001 - recovery must outlive any one bad round
+            log.exception("recovery round failed unexpectedly; retrying")
+            wait = settings.AGENTOPS_SWEEP_INTERVAL_S
+        stop.wait(wait)
