@@ -144,11 +144,24 @@ def _db_size() -> int:
         return int(cur.fetchone()[0])
 
 
+def _wal_kept():
+    """Open a session holding a temporary physical replication slot: the server keeps the
+    WAL from now on (a busy window outlives a checkpoint's recycling, and pg_walinspect
+    reads it afterwards); the slot goes when the session closes, even if the bench dies."""
+    import psycopg
+
+    conn = psycopg.connect(maintenance_url(bench_url())[0], autocommit=True)
+    conn.execute("SELECT pg_create_physical_replication_slot(%s, true, true)",
+                 [f"agentops_capacity_{os.getpid()}"])
+    return conn
+
+
 def _window_open(watching: Watching) -> dict:
     from django.db import connection
 
+    kept = _wal_kept()
     with connection.execute_wrapper(watching):
-        return {"pg": pg_counters(), "lsn": _flush_lsn(), "size": _db_size()}
+        return {"pg": pg_counters(), "lsn": _flush_lsn(), "size": _db_size(), "kept": kept}
 
 
 def _window_close(opened: dict, watching: Watching) -> dict:
@@ -159,6 +172,7 @@ def _window_close(opened: dict, watching: Watching) -> dict:
     with connection.execute_wrapper(watching):
         delta = pg_delta(opened["pg"])
     ours = _wal_of_this_database(opened["lsn"], _flush_lsn())
+    opened["kept"].close()
     return {**delta, "commits": delta["commits"] - watching.n,
             "write_commits": ours["commits"], "our_wal_bytes": ours["bytes"],
             "growth_bytes": _db_size() - opened["size"]}

@@ -96,7 +96,7 @@ def row(costs: dict[str, Any], agents: int, latency_s: float = LATENCY_S,
     per_host, bound = runs_per_host(costs, host, latency_s)
     hosts = math.ceil(agents / per_host)
     commits_s = steps_s * step["commits"]
-    busy = commits_s * (costs["server_active_ms_per_commit"] + primary.hop_ms) / 1000
+    busy = _pooled_busy(costs, step, steps_s, primary)
     cores = steps_s * step["server_cpu_ms"] / 1000 / primary.cpu_cap
     limit = ceilings(costs, primary)
     write_s = steps_s * step["write_commits"]
@@ -117,6 +117,17 @@ def row(costs: dict[str, Any], agents: int, latency_s: float = LATENCY_S,
     }
 
 
+def _pooled_busy(costs: dict[str, Any], step: dict[str, float], steps_s: float,
+                 primary: Primary) -> float:
+    """Return the server connections busy at once through a transaction-mode pooler (Little's
+    law: transactions/s x how long each holds its connection): the server's CPU for them, a
+    WAL flush (1 / the one-session commit floor) for each write, and a hop each way."""
+    flush_ms = 1000 / costs["machine"]["commit_floor_per_s"]
+    held_ms = (step["server_cpu_ms"] + step["write_commits"] * flush_ms
+               + step["commits"] * primary.hop_ms)
+    return steps_s * held_ms / 1000
+
+
 def one_primary_limit(costs: dict[str, Any], latency_s: float = LATENCY_S,
                       primary: Primary = Primary()) -> tuple[int, str]:
     """Return the most concurrent agents one primary carries, and what stops it first."""
@@ -131,8 +142,10 @@ def one_primary_limit(costs: dict[str, Any], latency_s: float = LATENCY_S,
     return int(steps_max[first] * latency_s), first
 
 
-def _size(cores: float) -> int:
-    return next((s for s in PRIMARY_SIZES if s >= cores), PRIMARY_SIZES[-1])
+def _size(cores: float) -> str:
+    """Return the smallest instance size that holds ``cores``, or say none does."""
+    fits = [s for s in PRIMARY_SIZES if s >= cores]
+    return str(fits[0]) if fits else f"> {PRIMARY_SIZES[-1]}: split"
 
 
 def _fmt(value: float) -> str:
@@ -162,7 +175,7 @@ _CELLS = (
     ("share of the primary's WAL budget", lambda r: f"{r['wal_share']:.0%}"),
     ("database growth before retention, GB/day", lambda r: _fmt(r["db_gb_day"])),
     ("primary CPU, cores busy / 60%", lambda r: _fmt(r["primary_cores"])),
-    ("primary size, vCPU", lambda r: str(r["primary_size"])),
+    ("primary size, vCPU", lambda r: r["primary_size"]),
     ("worker hosts (8 vCPU, 16 GB), + 1 spare", lambda r: f"{r['hosts']} + 1"),
     ("runs per host (limit)", lambda r: f"{r['runs_per_host']:,} ({r['host_bound']})"),
     ("worker host CPU busy", lambda r: f"{r['host_cpu_share']:.0%}"),
@@ -180,6 +193,60 @@ def limit_line(costs: dict[str, Any], latency_s: float = LATENCY_S,
             f"{first} run out first.")
 
 
+def limit_table(costs: dict[str, Any], latency_s: float = LATENCY_S,
+                ceilings_per_s: tuple[int, ...] = (5_000, 10_000, 20_000, 50_000)) -> str:
+    """Return, for primaries measuring these commit ceilings, the agents one carries."""
+    measured = ceilings(costs, Primary())
+    lines = [f"| write commits/s the primary sustains | concurrent agents at L = {latency_s:g} s"
+             " | stopped by |", "|---:|---:|---|"]
+    for ceiling in (round(measured["commits"]), *ceilings_per_s):
+        agents, first = one_primary_limit(costs, latency_s, Primary(commit_ceiling=ceiling))
+        note = " (this machine)" if ceiling == round(measured["commits"]) else ""
+        lines.append(f"| {ceiling:,}{note} | {agents:,} | {first} |")
+    return "\n".join(lines)
+
+
+def costs_table(costs: dict[str, Any]) -> str:
+    """Return the measured costs (markdown), the machine's figures beside them."""
+    m = costs["machine"]
+    rows = [
+        ("write commits (WAL flushes, from the WAL)", costs["write_commits_per_step"],
+         costs["run_start"]["write_commits"], "no"),
+        ("transactions (`xact_commit`, reads included)", costs["commits_per_step"],
+         costs["run_start"]["commits"], "no"),
+        ("WAL bytes of the database", costs["wal_bytes_per_step"],
+         costs["run_start"]["wal_bytes"], "no"),
+        ("database growth, bytes", costs["db_growth_bytes_per_step"],
+         costs["run_start"]["db_growth_bytes"], "no"),
+        ("PostgreSQL CPU ms (its backends, /proc)", costs["server_cpu_ms_per_step"], "", "yes"),
+        ("PostgreSQL `active_time` ms (waits included)", costs["server_active_ms_per_step"], "",
+         "very"),
+        ("worker host CPU ms", costs["worker_cpu_ms_per_step"], "", "yes"),
+    ]
+    lines = ["| per model step | a step | a run's start | load-sensitive |", "|---|---:|---:|---|"]
+    lines += [f"| {label} | {_fmt(a)} | {_fmt(b) if b != '' else '—'} | {c} |"
+              for label, a, b, c in rows]
+    lines += [
+        "", "| the host and the machine, same window | |", "|---|---:|",
+        f"| runs in flight (one host, {costs['host_workers']} q2 processes) "
+        f"| {costs['peak_in_flight']:,} |",
+        f"| steps/s, middle half (N / L = {costs['n_over_l']:g}) | {costs['steps_per_s_mid']} |",
+        f"| host PostgreSQL sessions, peak | {costs['host_sessions_peak']} |",
+        f"| host RSS idle, MB / per run in flight, MB | {costs['rss_idle_mb']:,.0f} / "
+        f"{costs['mb_per_in_flight_run']} |",
+        f"| commit floor, one session, commits/s (before / after) | "
+        f"{m['before']['commit_floor_per_s']:,} / {m['after']['commit_floor_per_s']:,} |",
+        f"| commit ceiling, {m['before']['ceiling_sessions']} sessions, commits/s "
+        f"(before / after) | {m['before']['commit_ceiling_per_s']:,} / "
+        f"{m['after']['commit_ceiling_per_s']:,} |",
+        f"| WAL write rate, one session, MB/s (before / after) | "
+        f"{m['before']['wal_mb_per_s']} / {m['after']['wal_mb_per_s']} |",
+        f"| load average, 1 min (before / after) | {m['before']['load_avg']} / "
+        f"{m['after']['load_avg']} |",
+    ]
+    return "\n".join(lines)
+
+
 def costs_load(path: Path = COSTS) -> dict[str, Any]:
     """Return the measured per-step costs (bench/capacity.py's JSON line)."""
     return json.loads(path.read_text())
@@ -194,12 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs-in-flight", type=int, help="AGENTOPS_RUNS_IN_FLIGHT per process")
     args = parser.parse_args(argv)
     costs = costs_load(args.costs)
+    print(costs_table(costs))
+    print()
     host = Host() if args.runs_in_flight is None else replace(
         Host(), runs_in_flight=args.runs_in_flight)
     primary = Primary(commit_ceiling=args.ceiling, wal_mb_s=args.wal_mb_s)
     print(table(costs, args.latency, host, primary))
     print()
     print(limit_line(costs, args.latency, primary))
+    print()
+    print(limit_table(costs, args.latency))
     return 0
 
 

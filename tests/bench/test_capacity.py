@@ -38,11 +38,12 @@ def _costs(**over) -> dict:
     costs = {"steps_per_run": 10, "commits_per_step": 2.0, "write_commits_per_step": 1.0,
              "wal_bytes_per_step": 4000, "db_growth_bytes_per_step": 2000,
              "server_cpu_ms_per_step": 0.5, "server_active_ms_per_step": 0.6,
-             "server_active_ms_per_commit": 0.3, "worker_cpu_ms_per_step": 5.0,
+             "worker_cpu_ms_per_step": 5.0,
              "rss_idle_mb": 500.0, "host_workers": 2, "mb_per_in_flight_run": 0.5,
              "run_start": {"commits": 10, "write_commits": 2, "wal_bytes": 10000,
                            "db_growth_bytes": 0},
-             "machine": {"commit_ceiling_per_s": 10000, "wal_mb_per_s": 100.0}}
+             "machine": {"commit_floor_per_s": 2000, "commit_ceiling_per_s": 10000,
+                         "wal_mb_per_s": 100.0}}
     return {**costs, **over}
 
 
@@ -54,6 +55,12 @@ def test_rates_are_agents_over_latency_times_the_cost_of_a_step_and_a_runs_start
     assert got["wal_mb_s"] == pytest.approx(200 * (4000 + 1000) / 1e6)
     assert got["commit_share"] == pytest.approx(240 / 5000)
     assert got["primary_cores"] == pytest.approx(200 * 0.5 / 1000 / 0.6)
+
+
+def test_pooled_server_connections_are_transactions_a_second_times_their_hold_twice_over():
+    # A step holds a connection 0.5 ms of CPU + 1.2 flushes of 0.5 ms + 3 hops of 0.2 ms.
+    assert row(_costs(), 100_000)["pooler_servers"] in (68, 69)  # 2 x 20,000/s x 1.7 ms
+    assert row(_costs(), 1_000)["pooler_servers"] == 10  # never fewer than 10
 
 
 def test_a_host_is_bounded_by_slots_cpu_or_memory_whichever_comes_first():
