@@ -171,11 +171,35 @@ def _window_close(opened: dict, watching: Watching) -> dict:
 
     with connection.execute_wrapper(watching):
         delta = pg_delta(opened["pg"])
-    ours = _wal_of_this_database(opened["lsn"], _flush_lsn())
+    end = _flush_lsn()
+    ours = _wal_of_this_database(opened["lsn"], end)
+    by_relation = wal_by_relation(opened["lsn"], end) if ours["bytes"] is not None else []
     opened["kept"].close()
-    return {**delta, "commits": delta["commits"] - watching.n,
+    return {**delta, "commits": delta["commits"] - watching.n, "by_relation": by_relation,
             "write_commits": ours["commits"], "our_wal_bytes": ours["bytes"],
             "growth_bytes": _db_size() - opened["size"]}
+
+
+_WAL_BY_RELATION = """
+WITH rec AS (SELECT record_length, fpi_length, substring(block_ref from
+                      'rel \\d+/(\\d+)/(\\d+)') AS db,
+                    substring(block_ref from 'rel \\d+/\\d+/(\\d+)')::oid AS node
+             FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn))
+SELECT coalesce(c.relname, rec.node::text), sum(record_length), sum(fpi_length)
+FROM rec LEFT JOIN pg_class c ON c.relfilenode = rec.node
+WHERE rec.db = (SELECT oid::text FROM pg_database WHERE datname = current_database())
+GROUP BY 1 ORDER BY 2 DESC
+"""
+
+
+def wal_by_relation(start: str, end: str) -> list[tuple[str, int, int]]:
+    """Return (relation, WAL bytes, of which full-page images) of the bench database's
+    records between two LSNs, each record counted under its first block's relation."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(_WAL_BY_RELATION, {"start": start, "end": end})
+        return [(name, int(wal), int(fpi)) for name, wal, fpi in cur.fetchall()]
 
 
 def _runs_created() -> tuple[list, dict]:
@@ -293,6 +317,10 @@ def _figures(got: dict, before: dict, after: dict) -> dict:
         "write_commits_per_step": _per(window["write_commits"], steps, 3),
         "wal_bytes_per_step": _per(window["our_wal_bytes"], steps, 0),
         "cluster_wal_bytes_per_step": round(window["wal_bytes"] / steps),
+        "wal_by_relation_per_step": {name: [round(wal / steps), round(fpi / steps)]
+                                     for name, wal, fpi in window["by_relation"][:8]},
+        "fpi_share_of_wal": round(sum(r[2] for r in window["by_relation"])
+                                  / max(1, sum(r[1] for r in window["by_relation"])), 3),
         "db_growth_bytes_per_step": round(window["growth_bytes"] / steps),
         "server_cpu_ms_per_step": round(1000 * got["server_cpu_s"]["ours"] / steps, 3),
         "server_background_cpu_ms_per_step": round(

@@ -7,6 +7,7 @@ Pure arithmetic over the per-step costs ``bench/capacity.py`` measures (kept in
     python bench/capacity_model.py                     # the tables, from bench/capacity.json
     python bench/capacity_model.py --ceiling 20000     # a primary whose commit ceiling you measured
     python bench/capacity_model.py --runs-in-flight 500 --latency 2
+    python bench/capacity_model.py --doc docs/capacity.md   # after a new bench/capacity.json
 
 A *step* is one model call and the tool call it asks for (bench.model_server's agent: 20
 tool steps and a closing reply a run). N agents, each waiting L seconds on its model, make
@@ -247,6 +248,24 @@ def costs_table(costs: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def blocks(costs: dict[str, Any]) -> dict[str, str]:
+    """Return the document's generated blocks, by marker name."""
+    return {"costs": costs_table(costs), "table": table(costs),
+            "limit": limit_line(costs) + "\n\n" + limit_table(costs)}
+
+
+def doc_refresh(text: str, costs: dict[str, Any]) -> str:
+    """Return ``text`` with each ``<!-- capacity:NAME -->`` ... ``<!-- /capacity:NAME -->``
+    block replaced by what the model prints from ``costs``."""
+    for name, body in blocks(costs).items():
+        start, end = f"<!-- capacity:{name} -->", f"<!-- /capacity:{name} -->"
+        if start not in text or end not in text:
+            raise ValueError(f"the document has no {start} ... {end} block")
+        head, rest = text.split(start, 1)
+        text = f"{head}{start}\n{body}\n{end}{rest.split(end, 1)[1]}"
+    return text
+
+
 def costs_load(path: Path = COSTS) -> dict[str, Any]:
     """Return the measured per-step costs (bench/capacity.py's JSON line)."""
     return json.loads(path.read_text())
@@ -259,8 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ceiling", type=float, help="the primary's write commits/s")
     parser.add_argument("--wal-mb-s", type=float, help="the primary's sustained WAL MB/s")
     parser.add_argument("--runs-in-flight", type=int, help="AGENTOPS_RUNS_IN_FLIGHT per process")
+    parser.add_argument("--doc", type=Path, help="rewrite this document's capacity blocks")
     args = parser.parse_args(argv)
     costs = costs_load(args.costs)
+    if args.doc:
+        args.doc.write_text(doc_refresh(args.doc.read_text(), costs))
+        return 0
     print(costs_table(costs))
     print()
     host = Host() if args.runs_in_flight is None else replace(

@@ -12,17 +12,22 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from bench.capacity_model import (AGENTS, Host, Primary, costs_load, limit_line,
-                                  one_primary_limit, row, table)
+from bench.capacity_model import (AGENTS, Host, Primary, costs_load, doc_refresh,
+                                  one_primary_limit, row)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_capacity_doc_shows_what_the_model_computes_from_the_recorded_costs():
     doc = (ROOT / "docs" / "capacity.md").read_text()
-    costs = costs_load()
-    assert table(costs) in doc, "re-run: python bench/capacity_model.py, paste into the doc"
-    assert limit_line(costs) in doc
+    assert doc_refresh(doc, costs_load()) == doc, (
+        "docs/capacity.md says other figures than bench/capacity.json gives: run "
+        "python bench/capacity_model.py --doc docs/capacity.md")
+
+
+def test_a_document_without_the_blocks_is_refused():
+    with pytest.raises(ValueError, match="capacity:costs"):
+        doc_refresh("no blocks here", costs_load())
 
 
 def test_results_md_keeps_the_recorded_costs_with_the_commit_floor_beside_them():
