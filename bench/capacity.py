@@ -156,12 +156,25 @@ def _wal_kept():
     return conn
 
 
+def _run_updates() -> tuple[int, int]:
+    """Return the run table's row updates so far, and how many of them were HOT (no index
+    entry written)."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_stat_clear_snapshot()")
+        cur.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                    "WHERE relname = 'runs_run'")
+        return tuple(cur.fetchone())
+
+
 def _window_open(watching: Watching) -> dict:
     from django.db import connection
 
     kept = _wal_kept()
     with connection.execute_wrapper(watching):
-        return {"pg": pg_counters(), "lsn": _flush_lsn(), "size": _db_size(), "kept": kept}
+        return {"pg": pg_counters(), "lsn": _flush_lsn(), "size": _db_size(), "kept": kept,
+                "updates": _run_updates()}
 
 
 def _window_close(opened: dict, watching: Watching) -> dict:
@@ -171,23 +184,25 @@ def _window_close(opened: dict, watching: Watching) -> dict:
 
     with connection.execute_wrapper(watching):
         delta = pg_delta(opened["pg"])
+        updates = [b - a for a, b in zip(opened["updates"], _run_updates())]
     end = _flush_lsn()
     ours = _wal_of_this_database(opened["lsn"], end)
     by_relation = wal_by_relation(opened["lsn"], end) if ours["bytes"] is not None else []
     opened["kept"].close()
     return {**delta, "commits": delta["commits"] - watching.n, "by_relation": by_relation,
+            "run_updates": updates,
             "write_commits": ours["commits"], "our_wal_bytes": ours["bytes"],
             "growth_bytes": _db_size() - opened["size"]}
 
 
 _WAL_BY_RELATION = """
-WITH rec AS (SELECT record_length, fpi_length, substring(block_ref from
-                      'rel \\d+/(\\d+)/(\\d+)') AS db,
-                    substring(block_ref from 'rel \\d+/\\d+/(\\d+)')::oid AS node
-             FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn))
-SELECT coalesce(c.relname, rec.node::text), sum(record_length), sum(fpi_length)
-FROM rec LEFT JOIN pg_class c ON c.relfilenode = rec.node
-WHERE rec.db = (SELECT oid::text FROM pg_database WHERE datname = current_database())
+WITH rec AS (SELECT record_length, fpi_length,
+                    split_part(split_part(split_part(block_ref, 'rel ', 2), ' ', 1), '/', 3)
+                      AS node
+             FROM pg_get_wal_records_info(%(start)s::pg_lsn, %(end)s::pg_lsn)
+             WHERE block_ref LIKE %(ours)s)
+SELECT coalesce(c.relname, rec.node), sum(record_length), sum(fpi_length)
+FROM rec LEFT JOIN pg_class c ON c.relfilenode::text = rec.node
 GROUP BY 1 ORDER BY 2 DESC
 """
 
@@ -198,7 +213,9 @@ def wal_by_relation(start: str, end: str) -> list[tuple[str, int, int]]:
     from django.db import connection
 
     with connection.cursor() as cur:
-        cur.execute(_WAL_BY_RELATION, {"start": start, "end": end})
+        cur.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        ours = f"blkref #0: rel %/{cur.fetchone()[0]}/%"
+        cur.execute(_WAL_BY_RELATION, {"start": start, "end": end, "ours": ours})
         return [(name, int(wal), int(fpi)) for name, wal, fpi in cur.fetchall()]
 
 
@@ -322,6 +339,9 @@ def _figures(got: dict, before: dict, after: dict) -> dict:
         "fpi_share_of_wal": round(sum(r[2] for r in window["by_relation"])
                                   / max(1, sum(r[1] for r in window["by_relation"])), 3),
         "db_growth_bytes_per_step": round(window["growth_bytes"] / steps),
+        "run_row_updates_per_step": round(window["run_updates"][0] / steps, 2),
+        "run_row_hot_share": round(window["run_updates"][1] / max(1, window["run_updates"][0]),
+                                   3),
         "server_cpu_ms_per_step": round(1000 * got["server_cpu_s"]["ours"] / steps, 3),
         "server_background_cpu_ms_per_step": round(
             1000 * got["server_cpu_s"]["background"] / steps, 3),
