@@ -129,9 +129,9 @@ def _pooled_busy(costs: dict[str, Any], step: dict[str, float], steps_s: float,
     return steps_s * held_ms / 1000
 
 
-def one_primary_limit(costs: dict[str, Any], latency_s: float = LATENCY_S,
-                      primary: Primary = Primary()) -> tuple[int, str]:
-    """Return the most concurrent agents one primary carries, and what stops it first."""
+def primary_limits(costs: dict[str, Any], latency_s: float = LATENCY_S,
+                   primary: Primary = Primary()) -> dict[str, int]:
+    """Return the concurrent agents one primary carries by each of its limits."""
     step = per_step(costs)
     limit = ceilings(costs, primary)
     steps_max = {
@@ -139,8 +139,15 @@ def one_primary_limit(costs: dict[str, Any], latency_s: float = LATENCY_S,
         "WAL rate": limit["wal_mb_s"] * 1e6 * primary.headroom / step["wal_bytes"],
         "CPU": primary.max_cores * primary.cpu_cap * 1000 / step["server_cpu_ms"],
     }
-    first = min(steps_max, key=steps_max.get)
-    return int(steps_max[first] * latency_s), first
+    return {name: int(steps * latency_s) for name, steps in steps_max.items()}
+
+
+def one_primary_limit(costs: dict[str, Any], latency_s: float = LATENCY_S,
+                      primary: Primary = Primary()) -> tuple[int, str]:
+    """Return the most concurrent agents one primary carries, and what stops it first."""
+    limits = primary_limits(costs, latency_s, primary)
+    first = min(limits, key=limits.get)
+    return limits[first], first
 
 
 def _size(cores: float) -> str:
@@ -195,15 +202,23 @@ def limit_line(costs: dict[str, Any], latency_s: float = LATENCY_S,
 
 
 def limit_table(costs: dict[str, Any], latency_s: float = LATENCY_S,
-                ceilings_per_s: tuple[int, ...] = (5_000, 10_000, 20_000, 50_000)) -> str:
-    """Return, for primaries measuring these commit ceilings, the agents one carries."""
-    measured = ceilings(costs, Primary())
-    lines = [f"| write commits/s the primary sustains | concurrent agents at L = {latency_s:g} s"
-             " | stopped by |", "|---:|---:|---|"]
-    for ceiling in (round(measured["commits"]), *ceilings_per_s):
-        agents, first = one_primary_limit(costs, latency_s, Primary(commit_ceiling=ceiling))
-        note = " (this machine)" if ceiling == round(measured["commits"]) else ""
-        lines.append(f"| {ceiling:,}{note} | {agents:,} | {first} |")
+                commits_per_s: tuple[int, ...] = (5_000, 10_000, 20_000, 50_000),
+                wal_mb_per_s: tuple[int, ...] = (200, 500, 1000)) -> str:
+    """Return the agents one primary carries by each limit: at this machine's figures, and
+    at the commit ceilings and WAL rates a bigger server may measure."""
+    here = ceilings(costs, Primary())
+    lines = [f"| a primary that sustains | concurrent agents at L = {latency_s:g} s |",
+             "|---|---:|"]
+    for ceiling in (round(here["commits"]), *commits_per_s):
+        agents = primary_limits(costs, latency_s, Primary(commit_ceiling=ceiling))
+        note = " (this machine, 8 sessions)" if ceiling == round(here["commits"]) else ""
+        lines.append(f"| {ceiling:,} write commits/s{note} | {agents['write commits']:,} |")
+    for rate in (here["wal_mb_s"], *wal_mb_per_s):
+        agents = primary_limits(costs, latency_s, Primary(wal_mb_s=rate))
+        note = " (this machine, one session)" if rate == here["wal_mb_s"] else ""
+        lines.append(f"| {rate:,.0f} MB/s of WAL{note} | {agents['WAL rate']:,} |")
+    cpu = primary_limits(costs, latency_s)["CPU"]
+    lines.append(f"| {Primary().max_cores} vCPU at {Primary().cpu_cap:.0%} | {cpu:,} |")
     return "\n".join(lines)
 
 
