@@ -30,6 +30,7 @@ scheduling), the floor, the ceiling and the WAL rate (the disk and CPU are share
 server you plan for, then ``python bench/capacity_model.py --ceiling X --wal-mb-s Y``.
 
 Env: BENCH_RUNS (500), BENCH_DELAY_S (5), BENCH_STEPS (20), BENCH_CEILING_SESSIONS (8),
+BENCH_CEILING_S (3: seconds of the ceiling's commits), BENCH_WAL_COMMITS (16 of 2 MB),
 BENCH_CAPACITY_DATABASE_URL (agentops_bench_capacity), BENCH_WORKER_LOG.
 """
 from __future__ import annotations
@@ -56,6 +57,8 @@ from bench.engine_throughput import _flush_lsn, _wal_of_this_database  # noqa: E
 from bench.model_server import model_server_start  # noqa: E402
 
 SESSIONS = int(os.environ.get("BENCH_CEILING_SESSIONS", "8"))
+CEILING_S = float(os.environ.get("BENCH_CEILING_S", "3"))
+WAL_COMMITS = int(os.environ.get("BENCH_WAL_COMMITS", "16"))
 _BACKGROUND = ("walwriter", "checkpointer", "background writer")
 
 
@@ -314,8 +317,8 @@ def wal_rate(commits: int = 16) -> float:
 def machine() -> dict:
     """Return the machine's one-session commit floor, commit ceiling and WAL rate, now."""
     return {"commit_floor_per_s": round(commit_floor(conninfo=bench_url())),
-            "commit_ceiling_per_s": round(commit_ceiling(SESSIONS)),
-            "ceiling_sessions": SESSIONS, "wal_mb_per_s": round(wal_rate(), 1),
+            "commit_ceiling_per_s": round(commit_ceiling(SESSIONS, CEILING_S)),
+            "ceiling_sessions": SESSIONS, "wal_mb_per_s": round(wal_rate(WAL_COMMITS), 1),
             "load_avg": round(os.getloadavg()[0], 2)}
 
 

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.db import connection
+from psycopg import sql
 
+from bench._common import maintenance_url
 from bench.capacity_model import (AGENTS, Host, Primary, costs_load, doc_refresh,
                                   one_primary_limit, row)
 
@@ -93,13 +96,24 @@ def _url() -> str:
             f"{db.get('PORT') or 5432}/{db['NAME']}_capacity")
 
 
+def _drop(url: str) -> None:
+    admin, name = maintenance_url(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                     .format(sql.Identifier(name)))
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_the_script_measures_a_real_worker_host_and_the_model_reads_its_line(tmp_path):
     env = {**os.environ, "BENCH_RUNS": "6", "BENCH_DELAY_S": "0.2", "BENCH_STEPS": "2",
-           "BENCH_CEILING_SESSIONS": "2", "BENCH_CAPACITY_DATABASE_URL": _url()}
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "capacity.py")], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=240, check=False)
+           "BENCH_CEILING_SESSIONS": "2", "BENCH_CEILING_S": "0.3", "BENCH_WAL_COMMITS": "2",
+           "BENCH_CAPACITY_DATABASE_URL": _url()}
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "capacity.py")], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=240, check=False)
+    finally:
+        _drop(_url())
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = json.loads(proc.stdout.splitlines()[-1])
     assert line["bench"] == "capacity" and line["steps"] == 6 * 3
