@@ -182,7 +182,7 @@ _CELLS = (
     ("WAL, MB/s", lambda r: _fmt(r["wal_mb_s"])),
     ("share of the primary's WAL budget", lambda r: f"{r['wal_share']:.0%}"),
     ("database growth before retention, GB/day", lambda r: _fmt(r["db_gb_day"])),
-    ("primary CPU, cores busy / 60%", lambda r: _fmt(r["primary_cores"])),
+    ("primary vCPU needed (busy cores / 0.6)", lambda r: _fmt(r["primary_cores"])),
     ("primary size, vCPU", lambda r: r["primary_size"]),
     ("worker hosts (8 vCPU, 16 GB), + 1 spare", lambda r: f"{r['hosts']} + 1"),
     ("runs per host (limit)", lambda r: f"{r['runs_per_host']:,} ({r['host_bound']})"),
@@ -197,8 +197,9 @@ def limit_line(costs: dict[str, Any], latency_s: float = LATENCY_S,
                primary: Primary = Primary()) -> str:
     """Return the sentence saying where one primary stops being enough."""
     agents, first = one_primary_limit(costs, latency_s, primary)
-    return (f"One primary carries about {agents:,} concurrent agents at L = {latency_s:g} s; "
-            f"{first} run out first.")
+    source = "the given" if primary.commit_ceiling or primary.wal_mb_s else "this machine's"
+    return (f"A primary with {source} commit ceiling and WAL rate carries about {agents:,} "
+            f"concurrent agents at L = {latency_s:g} s; {first} run out first.")
 
 
 def limit_table(costs: dict[str, Any], latency_s: float = LATENCY_S,

@@ -128,4 +128,4 @@ def test_the_script_measures_a_real_worker_host_and_the_model_reads_its_line(tmp
                           str(tmp_path / "costs.json")], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert re.search(r"^\| worker hosts .* \| \d+ \+ 1 \|", out, re.M)
-    assert "One primary carries about" in out
+    assert "concurrent agents at L = 5 s; " in out
