@@ -210,10 +210,10 @@ def limit_table(costs: dict[str, Any], latency_s: float = LATENCY_S,
     here = ceilings(costs, Primary())
     lines = [f"| a primary that sustains | concurrent agents at L = {latency_s:g} s |",
              "|---|---:|"]
-    for ceiling in (round(here["commits"]), *commits_per_s):
+    for ceiling in (here["commits"], *commits_per_s):
         agents = primary_limits(costs, latency_s, Primary(commit_ceiling=ceiling))
-        note = " (this machine, 8 sessions)" if ceiling == round(here["commits"]) else ""
-        lines.append(f"| {ceiling:,} write commits/s{note} | {agents['write commits']:,} |")
+        note = " (this machine, 8 sessions)" if ceiling == here["commits"] else ""
+        lines.append(f"| {ceiling:,.0f} write commits/s{note} | {agents['write commits']:,} |")
     for rate in (here["wal_mb_s"], *wal_mb_per_s):
         agents = primary_limits(costs, latency_s, Primary(wal_mb_s=rate))
         note = " (this machine, one session)" if rate == here["wal_mb_s"] else ""
