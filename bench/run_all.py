@@ -90,6 +90,8 @@ BENCHMARKS = [
     Bench("pgbouncer", "pgbouncer.py", [
         Target("peak_server_connections", "<=", 40, "server connections through PgBouncer"),
         Target("not_succeeded", "<=", 0, "runs of 20 x 250 through PgBouncer not succeeded")]),
+    # What one model step costs PostgreSQL and a worker host (L = 5 s): docs/capacity.md.
+    Bench("capacity", "capacity.py", []),
     # q2's own cost per task: 1000 no-op tasks enqueued as ticks are, one worker host.
     Bench("dispatch", "dispatch.py", []),
     # A no-op step: this tree with tracing off and on, and the code before tracing, in lockstep.
