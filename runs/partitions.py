@@ -87,7 +87,7 @@ def partitions_ensure(*, ahead: int | None = None) -> list[str]:
     month, made = clock.now().astimezone(dt.timezone.utc).date().replace(day=1), []
     for _ in range(ahead + 1):
         if month not in have:
-            _partition_make(month)
+            partition_make(month)
             made.append(_name(month))
         month = month_after(month)
     return made
@@ -97,7 +97,8 @@ def _name(month: dt.date) -> str:
     return f"runs_event_p{month:%Y%m}"
 
 
-def _partition_make(month: dt.date) -> None:
+def partition_make(month: dt.date) -> None:
+    """Make ``month``'s partition, moving its rows out of the default partition."""
     name, lo, hi = _name(month), month.isoformat(), month_after(month).isoformat()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {name} (LIKE runs_event INCLUDING DEFAULTS "
