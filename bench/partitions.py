@@ -1,0 +1,106 @@
+"""Partitioned history at 1 M and 10 M events: console p95 and replay, and their ratio.
+
+Two bench databases of the same server, seeded by ``bench/seed.py`` into the partitioned
+event table (runs.partitions): ``<BENCH_DATABASE_URL>_part0.5`` at BENCH_SCALE 0.5 (50k runs,
+1 M events) and ``..._part5`` at 5 (500k runs, 10 M events), each with the same 10k-event
+run. ``console_latency.py`` and ``replay.py`` run against each in turn, ``BENCH_ROUNDS`` (2)
+rounds alternating the sizes, so a change of load on the machine hits both; per size the
+median round's figures are kept. The commit floor and the load average are printed beside.
+
+    flock /tmp/agentops-bench.lock .venv/bin/python bench/partitions.py
+
+``BENCH_PARTITIONS_SCALES`` ("0.5,5") sets the two scales (labels stay 1M and 10M: use
+"0.01,0.1" to try it out). ``BENCH_PARTITIONS_DROP=1`` drops both databases afterwards (the 10 M one is ~6 GB).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._common import (ROOT, bench_url, commit_floor, db_url_suffixed, emit, log,
+                           maintenance_url)
+
+def _sizes() -> tuple[tuple[str, float, str], ...]:
+    """(label, BENCH_SCALE, database suffix) of the small and the big size."""
+    small, big = (float(x) for x in os.environ.get("BENCH_PARTITIONS_SCALES", "0.5,5").split(","))
+    return (("1M", small, f"_part{small:g}"), ("10M", big, f"_part{big:g}"))
+
+
+SIZES = _sizes()
+PAGES = ("queue", "queue_filtered", "run_10k", "inbox")
+TARGET_RATIO = 1.2
+
+
+def _script(name: str, scale: float, url: str) -> dict:
+    env = {**os.environ, "BENCH_SCALE": str(scale), "BENCH_DATABASE_URL": url}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / name)], env=env, check=True,
+                          stdout=subprocess.PIPE, text=True, timeout=3600)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _round(scale: float, url: str) -> dict[str, float]:
+    replay = _script("replay.py", scale, url)
+    console = _script("console_latency.py", scale, url)
+    figures = {f"{page}_p95_ms": console["pages"][page]["p95_ms"] for page in PAGES
+               if console["pages"].get(page, {}).get("status") == "ok"}
+    return {"events": console["events"], "replay_p50_ms": replay["replay_ms"]["p50"],
+            "load_p50_ms": replay["load_ms"]["p50"], **figures}
+
+
+def _median(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
+
+
+def _partition_count(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM pg_inherits "
+                            "WHERE inhparent = 'runs_event'::regclass").fetchone()[0]
+
+
+def _drop(urls: list[str]) -> None:
+    import psycopg
+    from psycopg import sql
+
+    for url in urls:
+        admin, name = maintenance_url(url)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                         .format(sql.Identifier(name)))
+
+
+def main() -> None:
+    """Measure both sizes in alternating rounds; print the ratios 10M / 1M on one JSON line."""
+    rounds_n = int(os.environ.get("BENCH_ROUNDS", "2"))
+    urls = {label: db_url_suffixed(bench_url(), suffix) for label, _, suffix in SIZES}
+    load_before = os.getloadavg()
+    rounds: dict[str, list] = {label: [] for label, _, _ in SIZES}
+    for i in range(rounds_n):
+        for label, scale, _ in SIZES:
+            log(f"partitions: round {i + 1}, {label} events")
+            rounds[label].append(_round(scale, urls[label]))
+    floor = commit_floor(conninfo=urls["1M"])
+    per_size = {label: _median(r) for label, r in rounds.items()}
+    small, big = per_size["1M"], per_size["10M"]
+    ratios = {k: round(big[k] / small[k], 3) for k in small if k != "events" and small[k]}
+    figures = {"sizes": per_size, "ratios_10m_over_1m": ratios,
+               "worst_ratio": max(ratios.values()), "target_ratio": TARGET_RATIO,
+               "meets_target": max(ratios.values()) <= TARGET_RATIO,
+               "partitions": {label: _partition_count(u) for label, u in urls.items()},
+               "commit_floor_per_s": round(floor), "loadavg_before": load_before,
+               "loadavg_after": os.getloadavg(), "rounds": rounds}
+    if os.environ.get("BENCH_PARTITIONS_DROP") == "1":
+        _drop(list(urls.values()))
+    emit("partitions", figures)
+
+
+if __name__ == "__main__":
+    main()
