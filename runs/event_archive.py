@@ -123,6 +123,9 @@ def archived_events_restore(run_id: Any) -> int:
     """
     if not _any_archived():
         return 0
+    pending = EventArchive.objects.filter(run_id=run_id, restored_at__isnull=True)
+    if not pending.exists():  # one indexed read; the lock below only for a run to restore
+        return 0
     with transaction.atomic():
         entry = (EventArchive.objects.select_for_update()
                  .filter(run_id=run_id, restored_at__isnull=True).first())
