@@ -13,6 +13,7 @@ from django.db import connection
 from django.test import Client
 
 from agentops.llm.scripted import call, say
+from approvals.apikeys import apikey_create
 from runs import event_archive
 from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.event_archive import ArchiveError, archived_events_restore
@@ -104,6 +105,18 @@ def test_an_archived_run_opens_replays_and_exports(store, old_run, tmp_path):
     out = tmp_path / "cp"
     call_command("agentops", "export", str(old_run.pk), str(out), stdout=StringIO())
     assert json.loads((out / "meta.json").read_text())["seq"] == old_run.last_seq
+
+
+def test_the_events_api_reads_an_archived_log_back(store, old_run):
+    events = Event.objects.filter(run=old_run).count()
+    _drop_archiving()
+    user = User.objects.create_user(username="api-reader", password="pw-for-tests-only")
+    user.groups.add(Group.objects.get(name="viewers"))
+    _, key = apikey_create(user=user, name="tests")
+    page = Client(headers={"Authorization": f"Bearer {key}"}).get(
+        f"/api/runs/{old_run.pk}/events", {"limit": 500})
+    assert page.status_code == 200, page.content
+    assert [e["seq"] for e in page.json()["items"]] == list(range(1, events + 1))
 
 
 def test_replay_reads_an_archived_log_back_once(store, old_run):
