@@ -118,6 +118,6 @@ def test_the_drop_command_reports_what_it_kept():
     run_in(OLD_MONTH, status=RunStatus.RUNNING)
     out = StringIO()
     call_command("agentops_partitions", "drop", "--older-than-days", "30", stdout=out)
-    assert "runs_event_p202403: kept" in out.getvalue()
+    assert "kept: partition runs_event_p202403: 1 runs not finished" in out.getvalue()
     with pytest.raises(CommandError, match="at least 1"):
         call_command("agentops_partitions", "drop", "--older-than-days", "0")

@@ -50,6 +50,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"{line['partition']}: {verb} "
                                   f"({line['archived']} runs archived)")
             else:
-                self.stdout.write(f"{line['partition']}: kept - {line['reason']}")
+                self.stdout.write(f"kept: {line['reason']}")
         if not lines:
             self.stdout.write("No partition is due.")
