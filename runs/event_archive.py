@@ -23,7 +23,8 @@ from django.db import connection, transaction
 
 from agentops import clock
 from agentops.errors import AgentOpsError
-from runs.models import Event, EventArchive
+from runs.models import Event, EventArchive, Run
+from runs.statuses import TERMINAL
 
 _COLUMNS = ("seq", "type", "data", "tool_call_id", "attempt", "key", "schema_version", "actor",
             "caused_by", "at")
@@ -153,3 +154,22 @@ def _fetch_checked(entry: EventArchive) -> list[dict[str, Any]]:
     for row in rows:
         row["at"] = dt.datetime.fromisoformat(row["at"])
     return rows
+
+
+def archived_restored_forget(cutoff: dt.datetime) -> int:
+    """Delete the read-back logs of archived runs read back before ``cutoff``; return how many runs.
+
+    Only a log still exactly as archived goes (the run is terminal and has no event after
+    the archived ones): the object in the store stays, and the next read fetches it again.
+    """
+    terminal = [s.value for s in TERMINAL]
+    forgotten = 0
+    for entry in EventArchive.objects.filter(restored_at__lt=cutoff).iterator():
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=entry.run_id).first()
+            if run is None or run.status not in terminal or run.last_seq != entry.events:
+                continue
+            Event.objects.filter(run_id=entry.run_id).delete()
+            EventArchive.objects.filter(pk=entry.pk).update(restored_at=None)
+        forgotten += 1
+    return forgotten

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from agentops import clock
 from agentops.errors import AgentOpsError
-from runs.event_archive import archive_partition
+from runs.event_archive import archive_partition, archived_restored_forget
 from runs.models import Run
 from runs.statuses import TERMINAL
 
@@ -161,6 +161,8 @@ def partitions_drop(*, older_than_days: int, archive: bool, dry_run: bool) -> li
             break
         done.append({"partition": part.name, "dropped": not dry_run, "reason": "",
                      "archived": archived})
+    if not dry_run:
+        archived_restored_forget(cutoff)  # archived logs read back long ago: out again
     return done
 
 

@@ -127,6 +127,17 @@ def test_replay_reads_an_archived_log_back_once(store, old_run):
     assert archived_events_restore(old_run.pk) == 0  # already back: nothing read twice
 
 
+def test_a_log_read_back_long_ago_goes_again_with_the_next_drop(store, old_run):
+    _drop_archiving()
+    state = replay_state(old_run.pk)
+    entry = EventArchive.objects.get(run_id=old_run.pk)
+    EventArchive.objects.filter(pk=entry.pk).update(restored_at=OLD)
+    _drop_archiving()
+    assert not Event.objects.filter(run=old_run).exists()
+    assert EventArchive.objects.get(pk=entry.pk).restored_at is None
+    assert replay_state(old_run.pk) == state  # read back again from the store
+
+
 def test_an_object_changed_in_the_store_is_refused(store, old_run):
     _drop_archiving()
     entry = EventArchive.objects.get(run_id=old_run.pk)
