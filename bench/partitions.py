@@ -1,16 +1,22 @@
 """Partitioned history at 1 M and 10 M events: console p95 and replay, and their ratio.
 
 Two bench databases of the same server, seeded by ``bench/seed.py`` into the partitioned
-event table (runs.partitions): ``<BENCH_DATABASE_URL>_part0.5`` at BENCH_SCALE 0.5 (50k runs,
-1 M events) and ``..._part5`` at 5 (500k runs, 10 M events), each with the same 10k-event
-run. ``console_latency.py`` and ``replay.py`` run against each in turn, ``BENCH_ROUNDS`` (3)
+event table (runs.partitions), with the same runs (BENCH_SCALE 0.5: 50k runs, the same
+10k-event run, the same approvals) and 1 M or 10 M events (BENCH_EVENTS_SCALE 0.5 or 5:
+~20 or ~200 events a run): ``<BENCH_DATABASE_URL>_part0.5x0.5`` and ``..._part0.5x5``. So
+the ratio is the event table's growth alone; the runs table's own growth is another matter
+(more runs make the queue's and the run page's runs queries slower, partitioned events or
+not). ``console_latency.py`` and ``replay.py`` run against each in turn, ``BENCH_ROUNDS`` (3)
 rounds alternating the sizes, so a change of load on the machine hits both; per size the
-median round's figures (and each figure's best round, the least disturbed) are kept. The commit floor and the load average are printed beside.
+median round's figures (and each figure's best round, the least disturbed) are kept. The
+commit floor and the load average are printed beside.
 
     flock /tmp/agentops-bench.lock .venv/bin/python bench/partitions.py
 
-``BENCH_PARTITIONS_SCALES`` ("0.5,5") sets the two scales (labels stay 1M and 10M: use
-"0.01,0.1" to try it out). ``BENCH_PARTITIONS_DROP=1`` drops both databases afterwards (the 10 M one is ~6 GB).
+``BENCH_PARTITIONS_SCALES`` ("0.5,5") sets the two events scales and
+``BENCH_PARTITIONS_RUNS_SCALE`` (0.5) the runs scale (labels stay 1M and 10M: "0.01,0.1"
+and 0.01 to try it out). ``BENCH_PARTITIONS_DROP=1`` drops both databases afterwards (the
+10 M one is ~4 GB).
 """
 from __future__ import annotations
 
@@ -27,10 +33,12 @@ if __package__ in (None, ""):
 from bench._common import (ROOT, bench_url, commit_floor, db_url_suffixed, emit, log,
                            maintenance_url)
 
-def _sizes() -> tuple[tuple[str, float, str], ...]:
-    """(label, BENCH_SCALE, database suffix) of the small and the big size."""
+def _sizes() -> tuple[tuple[str, float, float, str], ...]:
+    """(label, BENCH_SCALE, BENCH_EVENTS_SCALE, database suffix) of the small and big size."""
+    runs = float(os.environ.get("BENCH_PARTITIONS_RUNS_SCALE", "0.5"))
     small, big = (float(x) for x in os.environ.get("BENCH_PARTITIONS_SCALES", "0.5,5").split(","))
-    return (("1M", small, f"_part{small:g}"), ("10M", big, f"_part{big:g}"))
+    return (("1M", runs, small, f"_part{runs:g}x{small:g}"),
+            ("10M", runs, big, f"_part{runs:g}x{big:g}"))
 
 
 SIZES = _sizes()
@@ -38,16 +46,17 @@ PAGES = ("queue", "queue_filtered", "run_10k", "inbox")
 TARGET_RATIO = 1.2
 
 
-def _script(name: str, scale: float, url: str) -> dict:
-    env = {**os.environ, "BENCH_SCALE": str(scale), "BENCH_DATABASE_URL": url}
+def _script(name: str, scale: float, events_scale: float, url: str) -> dict:
+    env = {**os.environ, "BENCH_SCALE": str(scale), "BENCH_EVENTS_SCALE": str(events_scale),
+           "BENCH_DATABASE_URL": url}
     done = subprocess.run([sys.executable, str(ROOT / "bench" / name)], env=env, check=True,
                           stdout=subprocess.PIPE, text=True, timeout=3600)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _round(scale: float, url: str) -> dict[str, float]:
-    replay = _script("replay.py", scale, url)
-    console = _script("console_latency.py", scale, url)
+def _round(scale: float, events_scale: float, url: str) -> dict[str, float]:
+    replay = _script("replay.py", scale, events_scale, url)
+    console = _script("console_latency.py", scale, events_scale, url)
     figures = {f"{page}_p95_ms": console["pages"][page]["p95_ms"] for page in PAGES
                if console["pages"].get(page, {}).get("status") == "ok"}
     return {"events": console["events"], "replay_p50_ms": replay["replay_ms"]["p50"],
@@ -89,13 +98,13 @@ def _drop(urls: list[str]) -> None:
 def main() -> None:
     """Measure both sizes in alternating rounds; print the ratios 10M / 1M on one JSON line."""
     rounds_n = int(os.environ.get("BENCH_ROUNDS", "3"))
-    urls = {label: db_url_suffixed(bench_url(), suffix) for label, _, suffix in SIZES}
+    urls = {label: db_url_suffixed(bench_url(), suffix) for label, _, _, suffix in SIZES}
     load_before = os.getloadavg()
-    rounds: dict[str, list] = {label: [] for label, _, _ in SIZES}
+    rounds: dict[str, list] = {label: [] for label, _, _, _ in SIZES}
     for i in range(rounds_n):
-        for label, scale, _ in SIZES:
+        for label, scale, events_scale, _ in SIZES:
             log(f"partitions: round {i + 1}, {label} events")
-            rounds[label].append(_round(scale, urls[label]))
+            rounds[label].append(_round(scale, events_scale, urls[label]))
     floor = commit_floor(conninfo=urls["1M"])
     per_size = {label: _median(r) for label, r in rounds.items()}
     ratios = _ratios(per_size["1M"], per_size["10M"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -63,9 +64,14 @@ class SeedPlan:
 
     @classmethod
     def for_scale(cls, scale: float, *, big_run_events: int = BIG_RUN_EVENTS) -> SeedPlan:
-        """Return the plan for ``scale`` (at least 20 runs, 10 events a run on average)."""
+        """Return the plan for ``scale`` (at least 20 runs, 10 events a run on average).
+
+        BENCH_EVENTS_SCALE, when set, sizes the events alone (more or fewer per run): the
+        partitions benchmark grows the event table with the runs table held still.
+        """
         runs = max(20, round(100_000 * scale))
-        events = max(runs * 10, round(2_000_000 * scale)) + big_run_events
+        events_scale = float(os.environ.get("BENCH_EVENTS_SCALE") or scale)
+        events = max(runs * 10, round(2_000_000 * events_scale)) + big_run_events
         return cls(runs=runs, events=events, approvals=max(2, round(500 * scale)),
                    big_run_events=big_run_events)
 
