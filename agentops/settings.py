@@ -250,6 +250,15 @@ AGENTOPS_DB_POOL_TIMEOUT_S = _env_float("AGENTOPS_DB_POOL_TIMEOUT_S", 60.0)
 AGENTOPS_DB_POOL_IDLE_S = _env_float("AGENTOPS_DB_POOL_IDLE_S", 10.0)
 # A web (daphne) process's pool: its maximum sessions (agentops.db_budget); 0 = no pool.
 AGENTOPS_WEB_DB_POOL_MAX = _env_int("AGENTOPS_WEB_DB_POOL_MAX", 20)
+# Monthly event partitions kept made ahead of this month (runs.partitions; PostgreSQL).
+AGENTOPS_EVENT_PARTITIONS_AHEAD = _env_int("AGENTOPS_EVENT_PARTITIONS_AHEAD", 3)
+if AGENTOPS_EVENT_PARTITIONS_AHEAD < 1:
+    raise ValueError("AGENTOPS_EVENT_PARTITIONS_AHEAD must be at least 1")
+# The S3-compatible store archived event partitions go to (runs.event_archive); empty = none.
+# Credentials come the way boto3 reads them (AWS_ACCESS_KEY_ID, a profile, a role).
+AGENTOPS_ARCHIVE_S3_BUCKET = os.environ.get("AGENTOPS_ARCHIVE_S3_BUCKET", "").strip()
+AGENTOPS_ARCHIVE_S3_ENDPOINT_URL = os.environ.get("AGENTOPS_ARCHIVE_S3_ENDPOINT_URL", "").strip()
+AGENTOPS_ARCHIVE_S3_PREFIX = os.environ.get("AGENTOPS_ARCHIVE_S3_PREFIX", "agentops/events/")
 # A transaction-mode pooler (PgBouncer) in front of PostgreSQL: nothing relies on a session
 # outliving its transaction (runs.pooler, docs/deploy.md "Behind PgBouncer").
 AGENTOPS_DB_POOLER = os.environ.get("AGENTOPS_DB_POOLER", "").strip().lower()

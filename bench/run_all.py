@@ -94,6 +94,10 @@ BENCHMARKS = [
     Bench("capacity", "capacity.py", []),
     # q2's own cost per task: 1000 no-op tasks enqueued as ticks are, one worker host.
     Bench("dispatch", "dispatch.py", []),
+    # Seeds 1M and 10M events into two databases of their own (~10 min the first time).
+    Bench("partitions", "partitions.py", [
+        Target("worst_ratio", "<=", 1.2,
+               "console p95 and replay at 10M events / at 1M, partitioned events")]),
     # A no-op step: this tree with tracing off and on, and the code before tracing, in lockstep.
     Bench("trace_overhead", "trace_overhead.py", [
         Target("hooks_off.share_of_off_step", "<", 0.05,

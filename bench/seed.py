@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -49,7 +50,7 @@ BLOCK_REASONS = {  # reason -> (recommended action, why)
 WAIT_KINDS = ("timer", "signal", "input", "children")
 TERMINAL_MIX = (("succeeded", 80), ("failed", 12), ("cancelled", 8))
 EVENT_COLUMNS = ("run_id", "seq", "type", "data", "tool_call_id", "attempt", "key",
-                 "schema_version", "actor", "at")
+                 "schema_version", "actor", "at", "run_month")
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,14 @@ class SeedPlan:
 
     @classmethod
     def for_scale(cls, scale: float, *, big_run_events: int = BIG_RUN_EVENTS) -> SeedPlan:
-        """Return the plan for ``scale`` (at least 20 runs, 10 events a run on average)."""
+        """Return the plan for ``scale`` (at least 20 runs, 10 events a run on average).
+
+        BENCH_EVENTS_SCALE, when set, sizes the events alone (more or fewer per run): the
+        partitions benchmark grows the event table with the runs table held still.
+        """
         runs = max(20, round(100_000 * scale))
-        events = max(runs * 10, round(2_000_000 * scale)) + big_run_events
+        events_scale = float(os.environ.get("BENCH_EVENTS_SCALE") or scale)
+        events = max(runs * 10, round(2_000_000 * events_scale)) + big_run_events
         return cls(runs=runs, events=events, approvals=max(2, round(500 * scale)),
                    big_run_events=big_run_events)
 
@@ -158,7 +164,9 @@ def _indexes_rebuilt_after(*, big: bool) -> Iterator[None]:
     yield
     with connection.cursor() as cur:
         for _, definition in indexes:
-            cur.execute(definition)
+            # A partitioned table's index reads "ON ONLY": built that way it would cover no
+            # partition (runs.partitions).
+            cur.execute(definition.replace(" ON ONLY ", " ON "))
         for name, definition in constraints:
             cur.execute(f'ALTER TABLE runs_event ADD CONSTRAINT "{name}" {definition}')
 
@@ -180,6 +188,7 @@ def _write_all(plan: SeedPlan) -> tuple[Any, dict[str, int], int]:
 
     rng = random.Random(SEED_VERSION)
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    _partitions_for(now - dt.timedelta(days=31), now)
     finals = _finals(plan, rng)
     counts = _event_counts(plan, rng)
     runs, events, waiting_approval, big_id = [], [], [], None
@@ -201,6 +210,20 @@ def _write_all(plan: SeedPlan) -> tuple[Any, dict[str, int], int]:
     Run.objects.filter(pk=big_id).update(idempotency_key=plan.marker)
     statuses = Counter(f["status"] for f in finals)
     return big_id, dict(sorted(statuses.items())), len(waiting_approval)
+
+
+def _partitions_for(first: dt.datetime, last: dt.datetime) -> None:
+    """Make the event partitions of the months runs are seeded in (PostgreSQL)."""
+    from runs.partitions import month_after, partition_make, partitioned, partitions_list
+
+    if not partitioned():
+        return
+    have = {p.start for p in partitions_list()}
+    month = first.date().replace(day=1)
+    while month <= last.date():
+        if month not in have:
+            partition_make(month)
+        month = month_after(month)
 
 
 def _finals(plan: SeedPlan, rng: random.Random) -> list[dict[str, Any]]:
@@ -248,10 +271,11 @@ def _run_row(i: int, run_id: Any, final: dict[str, Any], n: int, created: dt.dat
     steps = totals["steps_total"]
     first = _events.created_event(agent=agent, goal=goal, steps=steps)
     tick = (updated - created) / n
-    rows = [(run_id, 1, first[0], json.dumps(first[1]), "", None, None, 1, "", created)]
+    month = created.date().replace(day=1)  # the partition key (runs.models.event.run_month)
+    rows = [(run_id, 1, first[0], json.dumps(first[1]), "", None, None, 1, "", created, month)]
     for seq, (kind, data, call) in enumerate(template[1:], start=2):
         rows.append((run_id, seq, kind, data.replace("tc_@_", tc), call.replace("tc_@_", tc),
-                     None, None, 1, "", created + tick * seq))
+                     None, None, 1, "", created + tick * seq, month))
     return row, rows
 
 

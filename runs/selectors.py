@@ -27,6 +27,7 @@ from ledger.models import ToolLimit
 from ledger.services.limits import breaker_closes_at
 from runs.engine.runtime.exceptions import exceptions_resolve
 from runs.engine.runtime.snapshots import load_state
+from runs.event_archive import archived_events_restore
 from runs.statuses import TERMINAL
 from django.conf import settings
 from runs.live import action_phrase
@@ -224,6 +225,7 @@ def run_get_detail(*, run_id: Any, teams: Teams) -> RunDetail:
     run = scoped(Run.objects.select_related("team"), teams).filter(pk=run_id).first()
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    archived_events_restore(run.pk)  # an archived log is read back before the page reads it
     tool_call = (ToolCall.objects.filter(tool_call_id=run.current_tool_call).first()
                  if run.current_tool_call else None)
     approval = (Approval.objects.filter(run=run, status=ApprovalStatus.PENDING)

@@ -21,6 +21,7 @@ from runs.engine.runtime.session import state_projection
 from runs.engine.runtime.snapshots import load_state, snapshot_build
 from runs.engine.runtime.waits import signal_deliver
 from runs.errors import RunError
+from runs.event_archive import archived_events_restore
 from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step
 from runs.statuses import TERMINAL, RunStatus, StepStatus
@@ -88,6 +89,7 @@ def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = Non
 
 
 def _copy_log(src: Run, dst: Run, seq: int) -> None:
+    archived_events_restore(src.pk)  # an archived source's log is read back first
     # Keys are global (one fact, one row): the copies drop them; the source keeps the facts.
     rows = [Event(run=dst, seq=e.seq, type=e.type, data=e.data, tool_call_id=e.tool_call_id,
                   attempt=e.attempt, key=None, schema_version=e.schema_version, actor=e.actor,

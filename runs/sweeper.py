@@ -5,7 +5,8 @@ recoverer thread does that sooner, runs.recoverer), wakes due timers, applies
 approval expiry policies, wakes runs whose signal or children arrived, times out waits past
 their deadline, blocks or terminates runs holding no worker past the run's own deadline
 (runs.services_operator.deadline), closes the calls stopped runs left running (stragglers),
-moves notification SLA clocks that ran out (reminders, escalations), and stamps this
+moves notification SLA clocks that ran out (reminders, escalations), makes the event table's
+monthly partitions ahead (runs.partitions, once an hour), and stamps this
 process's heartbeat row. Every piece locks the run row it
 changes (``skip_locked``) and re-checks it, so two sweepers never move a run twice.
 """
@@ -32,6 +33,7 @@ from runs.engine.runtime.recovery import (
 from runs.engine.runtime.stragglers import stragglers_sweep
 from runs.engine.runtime.waits import children_wake, signals_wake, timers_wake, waits_time_out
 from runs.models import WorkerHeartbeat
+from runs.partitions import partitions_ensure_due
 from runs.services_operator.deadline import deadlines_enforce
 
 log = logging.getLogger("agentops.sweeper")
@@ -52,6 +54,7 @@ class SweepReport:
     timeouts: list[Any] = field(default_factory=list)
     stragglers: list[Any] = field(default_factory=list)
     escalations: list[Any] = field(default_factory=list)
+    partitions: list[Any] = field(default_factory=list)
 
     def total(self) -> int:
         """Return how many things the sweep moved."""
@@ -66,7 +69,8 @@ _RECOVERY = (("dead", runs_recover_dead_owners), ("recovered", runs_recover_expi
 _PARTS = (("requeued", runs_requeue_stale), ("deadlines", deadlines_enforce),
           ("timers", timers_wake), ("approvals", approvals_expire_due),
           ("signals", signals_wake), ("children", children_wake), ("timeouts", waits_time_out),
-          ("stragglers", stragglers_sweep), ("escalations", tracks_escalate))
+          ("stragglers", stragglers_sweep), ("escalations", tracks_escalate),
+          ("partitions", partitions_ensure_due))
 
 
 def sweep_once(*, name: str | None = None, recover: bool = True) -> SweepReport:

@@ -1,12 +1,42 @@
 """The append-only event log: the truth from which every run projection is derived."""
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
 
 CURRENT_EVENT_SCHEMA = 1
 # Written on every step: left out of the (run, type, seq) index (see Event.Meta).
 PER_STEP_TYPES = ("model.replied", "model.requested", "tool.result")
+
+
+def run_month(created_at: dt.datetime) -> dt.date:
+    """Return the first day of the UTC month a run was created in: its events' partition key."""
+    return created_at.astimezone(dt.timezone.utc).date().replace(day=1)
+
+
+def event_month(run: Any) -> dt.date:
+    """Return the partition key of ``run``'s events (its creation month; read once per object)."""
+    month = run.__dict__.get("_event_month")
+    if month is None:
+        created = run.__dict__.get("created_at")
+        if created is None:  # a Run loaded with only()/defer(): one read, then kept
+            created = type(run).objects.filter(pk=run.pk).values_list("created_at", flat=True).get()
+        month = run.__dict__["_event_month"] = run_month(created)
+    return month
+
+
+class RunMonthField(models.DateField):
+    """The month of the event's run; filled from the run when the writer did not set it."""
+
+    def pre_save(self, model_instance: Any, add: bool) -> Any:
+        value = getattr(model_instance, self.attname)
+        if value is None:
+            value = run_month(model_instance.run.created_at)
+            setattr(model_instance, self.attname, value)
+        return value
 
 
 class Event(models.Model):
@@ -29,13 +59,19 @@ class Event(models.Model):
     # Why it happened: ``seq:N`` (an earlier event of this run) or a root (agentops.causes).
     caused_by = models.CharField(max_length=80, blank=True, default="")
     at = models.DateTimeField()
+    # On PostgreSQL the table is partitioned by this (runs.partitions): every event of a run
+    # is in its run's month, so (run, seq, run_month) is unique exactly when (run, seq) is.
+    run_month = RunMonthField()
 
     class Meta:
         ordering = ["run", "seq"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "seq"], name="event_unique_seq"),
+            # PostgreSQL wants the partition key in every unique index; run_month is a
+            # function of run, and a key names a fact of one run (a signal's, a call's).
+            models.UniqueConstraint(fields=["run", "seq", "run_month"], name="event_unique_seq"),
             models.UniqueConstraint(
-                fields=["key"], name="event_unique_key", condition=Q(key__isnull=False)
+                fields=["key", "run_month"], name="event_unique_key",
+                condition=Q(key__isnull=False)
             ),
             models.CheckConstraint(condition=Q(seq__gte=1), name="event_seq_positive"),
         ]

@@ -76,10 +76,20 @@ def _indexes(node):
     return found
 
 
+def _parents(names):
+    """Name each partition's index by the partitioned table's index it belongs to."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT c.relname, p.relname FROM pg_inherits i "
+                    "JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent "
+                    "WHERE c.relname = ANY(%s)", [list(names)])
+        parent = dict(cur.fetchall())
+    return {parent.get(name, name) for name in names}
+
+
 def _uses(qs):
     sql, params = qs.query.sql_with_params()
     with transaction.atomic():
-        return _indexes(_plan(sql, params)[0]["Plan"])
+        return _parents(_indexes(_plan(sql, params)[0]["Plan"]))
 
 
 @pytest.mark.postgres

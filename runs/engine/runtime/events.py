@@ -20,10 +20,12 @@ from agentops.jsonstate import check_json, compact_json
 from agentops.redaction import Secrets
 from ledger.secrets import run_secrets
 from runs.engine.runtime import unit_sql
+from runs.event_archive import archived_events_restore
 from runs.errors import RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
 from runs.live import live_run_changed
 from runs.models import Event, Run
+from runs.models.event import event_month
 
 
 @dataclass
@@ -220,10 +222,12 @@ def _stamp_causes(events: list[NewEvent], first_seq: int) -> None:
 def _event_rows(run: Run, events: list[NewEvent], now: Any) -> list[Event]:
     first = run.last_seq + 1
     _stamp_causes(events, first)
+    month = event_month(run)
     return [Event(run_id=run.pk, seq=first + i, type=e.type, data=e.data,
                   tool_call_id=e.tool_call_id, attempt=e.attempt, key=e.key, actor=e.actor,
-                  caused_by=e.caused_by, at=now)
+                  caused_by=e.caused_by, at=now, run_month=month)
             for i, e in enumerate(events)]
+
 
 
 def _write(
@@ -262,7 +266,17 @@ def _write(
 
 
 def event_tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:
-    """Return the events of a run after ``after_seq`` as plain dicts (what reduce reads), in order."""
+    """Return the events of a run after ``after_seq`` as plain dicts (what reduce reads), in order.
+
+    A run whose log was archived (runs.event_archive) and is not here has it read back first.
+    """
+    tail = _tail(run_id, after_seq)
+    if not tail and archived_events_restore(run_id):
+        tail = _tail(run_id, after_seq)
+    return tail
+
+
+def _tail(run_id: Any, after_seq: int) -> list[dict[str, Any]]:
     if connection.vendor == "postgresql":
         # Half the time of the ORM's row handling: the data as text, decoded here.
         with connection.cursor() as cursor:

@@ -41,7 +41,7 @@ from agentops.jsonstate import compact_json
 from agentops.writes import RowsInsert, RowsUpdate
 from runs.engine.runtime import unit_overlap
 from runs.models import Event, Run
-from runs.models.event import CURRENT_EVENT_SCHEMA
+from runs.models.event import CURRENT_EVENT_SCHEMA, event_month
 from runs.pooler import pooled
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
@@ -158,7 +158,7 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
-        params.append(_events_json(run.pk, events, first_seq, at))
+        params.append(_events_json(run.pk, events, first_seq, at, event_month(run)))
         inserted.append(Event)
     for op in ops:
         if isinstance(op, RowsInsert):
@@ -278,9 +278,11 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
             and _plan(c.fk_model).natural]
 
 
-def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime) -> str:
+def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime,
+                 month: dt.date) -> str:
     """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
-    common = f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},"at":"{at.isoformat()}"'
+    common = (f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},'
+              f'"at":"{at.isoformat()}","run_month":"{month.isoformat()}"')
     docs, dumps = [], compact_json
     for i, e in enumerate(events):
         head: dict[str, Any] = {"seq": first_seq + i, "type": e.type,
