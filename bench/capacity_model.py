@@ -258,7 +258,7 @@ def costs_table(costs: dict[str, Any]) -> str:
         f"{m['after']['commit_ceiling_per_s']:,} |",
         f"| WAL write rate, one session, MB/s (before / after) | "
         f"{m['before']['wal_mb_per_s']} / {m['after']['wal_mb_per_s']} |",
-        f"| load average, 1 min (before / after) | {m['before']['load_avg']} / "
+        f"| load average, 1-minute mean (before / after) | {m['before']['load_avg']} / "
         f"{m['after']['load_avg']} |",
     ]
     return "\n".join(lines)
