@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import engine_env  # noqa: E402
-from bench.model_server import model_env, model_server_start  # noqa: E402
+from bench._common import engine_env
+from bench.model_server import model_env, model_server_start
 
 engine_env(in_process=True)
 
