@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -57,8 +58,12 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
+# A worker host (``manage.py agentops worker``) serves no HTTP: daphne's app (its runserver,
+# and the Twisted reactor, TLS and websocket modules it imports: ~45 MB in each of the host's
+# processes, docs/workers.md "Memory") is left out of its processes.
+_WORKER_HOST = sys.argv[1:3] == ["agentops", "worker"]
 INSTALLED_APPS = [
-    "daphne",
+    *([] if _WORKER_HOST else ["daphne"]),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -62,12 +62,12 @@ def _worker(model_url: str) -> subprocess.Popen:
 
 
 def _wait_up(pgid: int, timeout_s: float = 60.0) -> None:
-    """Wait until the host runs all its processes (parent, sentinel, pusher, monitor, q2
+    """Wait until the host runs all its processes (parent, sentinel, q2
     workers), then let them settle: the idle RSS is measured after."""
     from django.conf import settings
 
     deadline = time.monotonic() + timeout_s
-    while len(_group(pgid)) < 4 + settings.Q_CLUSTER["workers"]:
+    while len(_group(pgid)) < 2 + settings.Q_CLUSTER["workers"]:
         if time.monotonic() > deadline:
             raise RuntimeError("the worker host did not come up")
         time.sleep(0.5)
@@ -79,12 +79,14 @@ def _group(pgid: int) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-def _rss_mb(pids: list[int]) -> float:
+def _rss_mb(pids: list[int], field: str = "Rss:") -> float:
+    """Return the processes' RSS summed (``field`` "Pss:": their PSS, shared pages counted
+    once in all), from /proc/<pid>/smaps_rollup."""
     total = 0
     for pid in pids:
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith(field):
                     total += int(line.split()[1])
         except OSError:
             pass
@@ -155,12 +157,13 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
         pids = _group(pgid)
         rss = _rss_mb(pids)
         if running > peak["in_flight"]:
-            peak.update(in_flight=running, rss_at_peak_mb=rss,
+            peak.update(in_flight=running, rss_at_peak_mb=rss, pss_at_peak_mb=_rss_mb(pids, "Pss:"),
                         to_peak_s=round(time.monotonic() - t0, 1))
         for share in (0.9, 1.0):
             if running >= share * RUNS and f"to_{share:.0%}_s" not in peak:
                 peak[f"to_{share:.0%}_s"] = round(time.monotonic() - t0, 1)
         peak["sessions"] = max(peak["sessions"], _sessions(pids))
+        peak["processes"] = max(peak.get("processes", 0), len(pids))
         peak["rss_mb"] = max(peak["rss_mb"], rss)
         peak["cpu_s"] = _cpu_s(pids) - cpu0
         if not Run.objects.filter(pk__in=ids).exclude(status__in=("succeeded", "failed",
@@ -223,6 +226,7 @@ def _pass(delay_s: float) -> dict:
     try:
         _wait_up(host.pid)
         idle_mb = _rss_mb(_group(host.pid))
+        idle_pss_mb = _rss_mb(_group(host.pid), "Pss:")
         log(f"worker host up, {idle_mb:.0f} MB idle; creating {RUNS} runs")
         ids = _create_runs()
         log(f"{RUNS} runs created; enqueueing, model {delay_s}s x {STEPS + 1} calls a run")
@@ -235,7 +239,7 @@ def _pass(delay_s: float) -> dict:
     time.sleep(1)  # the host's last table counters reach pg_stat once its sessions end
     ticks = {k: v - rows0[k] for k, v in _q2_rows().items()}
     ticks["taken_per_s"] = round(ticks["taken"] / peak["wall_s"], 1)
-    return {"peak": peak, "idle_mb": idle_mb, "steps": _steps(ids, delay_s),
+    return {"peak": peak, "idle_mb": idle_mb, "idle_pss_mb": idle_pss_mb, "steps": _steps(ids, delay_s),
             "recoveries": _recoveries(ids), "ticks": ticks}
 
 
@@ -265,6 +269,11 @@ def main() -> None:
         "rss_idle_mb": round(idle_mb, 1), "rss_at_peak_mb": round(peak["rss_at_peak_mb"], 1),
         "mb_per_in_flight_run": round((peak["rss_at_peak_mb"] - idle_mb)
                                       / max(1, peak["in_flight"]), 3),
+        "pss_idle_mb": round(got["idle_pss_mb"], 1),
+        "pss_at_peak_mb": round(peak.get("pss_at_peak_mb", got["idle_pss_mb"]), 1),
+        "pss_mb_per_in_flight_run": round((peak.get("pss_at_peak_mb", got["idle_pss_mb"])
+                                           - got["idle_pss_mb"]) / max(1, peak["in_flight"]), 3),
+        "host_processes_at_peak": peak.get("processes"),
         "worker_cpu_ms_per_step": round(1000 * peak["cpu_s"] / steps["model_calls"], 1),
         "peak_sessions": peak["sessions"], "commit_floor_per_s": round(floor),
         "load_avg": os.getloadavg()[0], "db": connection.settings_dict["NAME"]})

@@ -57,7 +57,7 @@ AGENTOPS_URL = os.environ.get("BENCH_AGENTOPS_DATABASE_URL",
 PEER_MODULES = ("dbos", "langgraph", "langgraph.checkpoint.postgres", "psycopg_pool")
 SKIP_REASON = "pip install -e '.[peers]' (DBOS, LangGraph, AsyncPostgresSaver) to run the peers"
 SHAPE = ("AgentOps runs ONE worker host with default settings: 2 q2 processes (plus the "
-         "host's sentinel/pusher/monitor), each keeping up to 250 runs in flight; DBOS and "
+         "host's main process and q2 sentinel), each keeping up to 250 runs in flight; DBOS and "
          "LangGraph each run in ONE process")
 SUFFIX = {"dbos": "_dbos", "langgraph": "_lg", "langgraph_per_run": "_lgrun",
           "dbos_tool": "_dbost", "langgraph_tool": "_lgt", "langgraph_per_run_tool": "_lgrunt"}

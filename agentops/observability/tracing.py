@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from typing import Any
 
 from django.conf import settings
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -37,8 +37,11 @@ _SCOPE = InstrumentationScope("agentops.engine")
 _UNSET = Status(StatusCode.UNSET)
 
 
-def _exporter(endpoint: str) -> OTLPSpanExporter:
-    return OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+def _exporter(endpoint: str) -> Any:
+    # Imported when tracing is on: the OTLP exporter brings protobuf and requests (~6 MB in
+    # each of a worker host's processes, tracing off).
+    otlp = importlib.import_module("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    return otlp.OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
 
 
 def tracer() -> trace.Tracer | None:

@@ -1,6 +1,6 @@
 """Tie the worker's q2 processes to their parent: they die when it dies, even by SIGKILL.
 
-q2 forks a sentinel, which forks the worker, monitor and pusher processes. If the
+q2 forks a sentinel, which forks the worker processes (runs.cli.q2_host). If the
 ``agentops worker`` process is killed outright (SIGKILL, the OOM killer) nothing tells them:
 they would go on ticking runs as orphans, with no sweeper beside them and nobody to stop
 them. On Linux each forked child asks the kernel for SIGKILL when its parent dies

@@ -7,12 +7,12 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django_q.cluster import Cluster
 
 from agentops.agents import registry
 from approvals.audit_sink import audit_sink_loop
 from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
+from runs.cli.q2_host import HostCluster
 from runs.pooler import pooled
 from runs.recoverer import recover_loop
 from runs.sweeper import sweep_loop, sweeper_name
@@ -36,7 +36,7 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     _idle_transactions_end()
 
     stop = threading.Event()
-    cluster = Cluster()  # installs SIGINT/SIGTERM handlers; ours replace them (see _on_signal)
+    cluster = HostCluster()  # installs SIGINT/SIGTERM handlers; ours replace them (see _on_signal)
     _on_signal(stop)
     # Fork the q2 sentinel before any thread of ours exists: a fork while the sweeper thread
     # holds a lock (logging, a database connection) would leave the child deadlocked.

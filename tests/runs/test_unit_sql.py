@@ -105,7 +105,12 @@ def test_what_cannot_fold_is_told_apart():
     assert not unit_sql.foldable([lambda: None])
     assert not unit_sql.foldable([RowsUpdate(Step, {"key": "a"}, {}),
                                   RowsUpdate(Step, {"key": "a"}, {"status": "x"})])
-    assert not unit_sql.foldable([RowsInsert(Step, []), RowsUpdate(Step, {"key": "a"}, {})])
+    assert not unit_sql.foldable([RowsInsert(Step, [Step(key="b")]),
+                                  RowsUpdate(Step, {"key": "a"}, {})])
+    # An empty insert writes nothing: a tool step's settlement (the attempt opened in an
+    # earlier unit closed, no fresh attempt) still folds into one statement.
+    assert unit_sql.foldable([RowsInsert(ToolAttempt, []),
+                              RowsUpdate(ToolAttempt, {"tool_call_id": 1, "attempt": 1}, {})])
     assert not unit_sql.foldable([RowsUpdate(ToolCall, {"pk": None}, {"status": "x"})])
 
 
@@ -193,3 +198,17 @@ def test_a_lease_holder_renews_its_lease_every_third_of_the_ttl_not_every_unit(e
         fresh = Run.objects.get(pk=run.pk)
         assert fresh.lease_expires_at == t["now"] + dt.timedelta(seconds=3.0)
         assert fresh.updated_at == t["now"]
+
+
+def test_a_read_tool_step_settles_in_one_statement_not_through_the_orm(engine):
+    """The attempt opened by the call's own unit is closed by the settling unit, with no
+    fresh attempt: that unit is still one statement (no ORM UPDATE of the attempt row)."""
+    engine.make_agent("reader", {"s": [engine.call("lookup", item="book"), engine.say("ok")]},
+                      plan=["s"])
+    run = run_start(agent="reader", goal="read")
+    with CaptureQueriesContext(connection) as queries:
+        assert drive(run) == "succeeded"
+    plain = [q["sql"] for q in queries if q["sql"].startswith('UPDATE "ledger_toolattempt"')]
+    assert plain == []
+    attempt = ToolAttempt.objects.get(tool_call__run_id=run.pk)
+    assert attempt.status == "succeeded" and attempt.finished_at is not None

@@ -104,7 +104,8 @@ def foldable(also: Sequence[Any]) -> bool:
     updated: set[tuple[type[Model], tuple]] = set()
     for op in also:
         if isinstance(op, RowsInsert):
-            inserted.add(op.model)
+            if op.rows:  # an empty insert writes nothing (unit_write leaves it out)
+                inserted.add(op.model)
         elif isinstance(op, RowsUpdate):
             if any(v is None for v in op.where.values()) or any(
                     hasattr(v, "resolve_expression") for v in op.values.values()):

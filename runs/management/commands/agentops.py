@@ -1,13 +1,12 @@
 """manage.py agentops: worker, sweep, run, follow, doctor, demo, export, import, rotate-keys, createuser."""
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.demo.launch import demo_main
-from agentops.doctor import doctor_checks
 from agentops.errors import AgentOpsError
 from approvals.apikeys import apikey_create
 from approvals.team_members import team_create, team_user_add
@@ -21,6 +20,13 @@ from runs.models import Run, Team
 from runs.models.team import DEFAULT_TEAM_SLUG
 from runs.services import run_start
 from runs.sweeper import sweep_once
+
+
+def _console_only(module: str) -> Any:
+    """Import ``module`` (the doctor's checks, the demo's launcher) when its subcommand runs:
+    they bring Redis, the demo's seed and its tools, which a worker host's processes (this
+    command's ``worker``) would otherwise all carry."""
+    return importlib.import_module(module)
 
 
 def _people_parsers(sub: Any) -> None:
@@ -141,7 +147,7 @@ class Command(BaseCommand):
         raise CommandError(f"run {run.pk} is {run.status}{why}{detail}", returncode=code)
 
     def _doctor(self, **_) -> None:
-        checks = doctor_checks()
+        checks = _console_only("agentops.doctor").doctor_checks()
         for c in checks:
             self.stdout.write(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.message}")
         failed = [c for c in checks if not c.ok]
@@ -149,7 +155,7 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} of {len(checks)} checks failed")
 
     def _demo(self, *, port: int, **_) -> None:
-        if demo_main(port, out=self.stdout) != 0:
+        if _console_only("agentops.demo.launch").demo_main(port, out=self.stdout) != 0:
             raise CommandError("the demo stopped with an error")
 
     def _export(self, *, run: str, seq: int | None, directory: str, **_) -> None:

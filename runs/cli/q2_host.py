@@ -1,0 +1,95 @@
+"""q2's cluster with its pusher and monitor as threads of the sentinel, not processes of their own.
+
+q2 forks a sentinel, which forks the worker processes, the pusher (takes tasks off the broker)
+and the monitor (acknowledges finished ones). The pusher and the monitor wait on the database
+and on a queue nearly all the time, yet each was a forked copy of the whole Django process:
+two of a default host's six processes, ~85 MB of RSS each (docs/workers.md "Memory"). Here
+they are threads of the sentinel, which otherwise only wakes every few seconds to watch its
+worker processes; what they do, and their database sessions, are q2's own.
+
+The sentinel forks a worker process again (a recycled or dead one) while these threads run.
+Neither holds a lock a worker process takes: the pusher only puts on the task queue (whose
+feeding thread and locks a forked child resets), the monitor reads the result queue, which
+workers only put on; logging's locks are re-made in a forked child.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from multiprocessing import Event
+from typing import Any
+
+from django_q.cluster import Cluster, Sentinel, get_mp_context
+from django_q.monitor import monitor
+from django_q.pusher import pusher
+from django_q.status import Stat
+
+_MONITOR_DRAIN_S = 30.0
+
+
+class HostCluster(Cluster):
+    """q2's ``Cluster`` whose sentinel is a ``ThreadedSentinel``."""
+
+    def start(self) -> int:
+        """Fork the sentinel and wait until it says the cluster runs (q2's ``start``)."""
+        self.stop_event, self.start_event = Event(), Event()
+        self.sentinel = get_mp_context().Process(
+            target=ThreadedSentinel, name=f"Process-{uuid.uuid4().hex}",
+            args=(self.stop_event, self.start_event, self.cluster_id, self.broker,
+                  self.timeout))
+        self.sentinel.start()
+        # Polled, not waited on: a signal during wait() would deadlock (q2's own comment).
+        while self.start_event and not self.start_event.is_set():
+            if not self.sentinel.is_alive():
+                if self.sentinel.exitcode == 0:  # stopped by a signal while starting
+                    break
+                raise RuntimeError(f"Q Cluster {self.name} failed to start: sentinel exited "
+                                   f"with code {self.sentinel.exitcode}")
+            time.sleep(0.1)
+        return self.pid
+
+
+class ThreadedSentinel(Sentinel):
+    """q2's sentinel running the pusher and the monitor as its own threads."""
+
+    def spawn_pusher(self) -> threading.Thread:
+        return _thread(pusher, "q2-pusher", self.task_queue, self.event_out, self.broker)
+
+    def spawn_monitor(self) -> threading.Thread:
+        return _thread(monitor, "q2-monitor", self.result_queue, self.broker)
+
+    def stop(self) -> None:
+        """Stop as q2 does, but let the monitor thread read every result before the result
+        queue is closed: closing it closes its reading end in this process too."""
+        self.event_out.set()
+        while self.pusher.is_alive():
+            time.sleep(0.1)
+        for _ in range(len(self.pool)):
+            self.task_queue.put("STOP")
+        self.task_queue.close()
+        self.task_queue.join_thread()
+        while self.pool:
+            self.pool = [p for p in self.pool if p.is_alive()]
+            time.sleep(0.1)
+        self.result_queue.put("STOP")
+        self.monitor.join(_MONITOR_DRAIN_S)
+        self.result_queue.close()
+        self.result_queue.join_thread()
+        Stat(self).save()
+
+
+class _RoleThread(threading.Thread):
+    """A thread where q2 expects a process: its status rows read the role's ``pid``."""
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _thread(target: Any, name: str, *args: Any) -> threading.Thread:
+    thread = _RoleThread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return thread
+
