@@ -105,11 +105,6 @@ class Run(models.Model):
                 condition=Q(status=RunStatus.WAITING),
             ),
             models.Index(
-                fields=["lease_expires_at"],
-                name="run_lease_expiry",
-                condition=Q(status=RunStatus.RUNNING),
-            ),
-            models.Index(
                 fields=["status", "wait_kind"],
                 include=["id"],
                 name="run_attention_counts",
