@@ -11,7 +11,7 @@ happen, and costs next to nothing while nothing does:
   ``runs_recover_dead_owners``) there and then. The full check also runs every
   ``AGENTOPS_SWEEP_INTERVAL_S``, so a name gone between two looks is never missed.
 - **an expired lease** (a paused or frozen worker keeps its sessions): the recoverer knows
-  when the first lease expires (one probe of the partial index) and sleeps until that
+  when the first lease expires (one read of the running runs) and sleeps until that
   moment, not a fixed interval, then recovers what expired; a paused owner still locking
   the run's row inside a transaction is ended first (``holders_end``). The next expiry is
   read again at least every sweep interval (a host with a shorter TTL may claim meanwhile).

@@ -86,8 +86,11 @@ def lease_next_expiry(*, now: dt.datetime) -> tuple[dt.datetime | None, bool]:
     """Return when the first lease of a running run expires after ``now`` (None: none does),
     and whether some lease has expired already (a run not recovered yet: e.g. locked).
 
-    One probe of the partial index on running runs' expiries. Renewals and new claims only
-    ever set an expiry at least two thirds of the TTL ahead, so nothing expires before it.
+    One read of the running runs (the ``status`` prefix of ``run_status_updated``: bounded by
+    the runs in flight). The expiry has no index of its own, so a lease renewal, which
+    changes nothing else, updates the row in place (HOT) instead of writing an entry into
+    every index of the run table. Renewals and new claims only ever set an expiry at least
+    two thirds of the TTL ahead, so nothing expires before it.
     """
     found = Run.objects.filter(status=RunStatus.RUNNING).aggregate(
         first=Min("lease_expires_at"),
