@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("runs", "0018_event_partitions"),
+        ("runs", "0019_lease_renewal_hot"),
     ]
 
     operations = [
