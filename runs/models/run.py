@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from runs.models.team import default_team_id
-from runs.statuses import ATTENTION, TERMINAL, BlockReason, RunStatus, WaitKind
+from runs.statuses import ATTENTION, STUCK, TERMINAL, BlockReason, RunStatus, WaitKind
 
 
 class Run(models.Model):
@@ -114,6 +114,13 @@ class Run(models.Model):
                 fields=["updated_at"],
                 name="run_urgent_queued",
                 condition=Q(status=RunStatus.QUEUED, urgent=True),
+            ),
+            # Decide-and-next (runs.triage): the oldest stuck run after this one. Without it
+            # the walk filters the whole history by status, oldest first (1.2 s at 500k runs).
+            models.Index(
+                fields=["updated_at", "id"],
+                name="run_stuck_order",
+                condition=Q(status__in=sorted(s.value for s in STUCK)),
             ),
             models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
             models.Index(fields=["attention_signature"], name="run_signature"),
