@@ -140,7 +140,7 @@ def test_connection_budget_doctor_says_when_the_hosts_exceed_max_connections(pro
     fits = _by_name()["db_sessions"]
     assert fits.ok, fits.message
     assert "1 web process(es) x 20 + 1 worker host(s) x" in fits.message
-    production.AGENTOPS_WORKER_HOSTS = 200  # 200 x 24 sessions: more than any test server allows
+    production.AGENTOPS_WORKER_HOSTS = 200  # 200 x 25 sessions: more than any test server allows
     over = _by_name()["db_sessions"]
     assert not over.ok
     assert "raise max_connections" in over.message and "minus the reserve of 10" in over.message

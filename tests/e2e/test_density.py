@@ -107,8 +107,9 @@ def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path):
     # long enough that a loaded machine's slower claims still overlap half the runs.)
     assert wall < 25, f"{RUNS} runs took {wall:.1f}s (serial would be {RUNS * CALLS * DELAY_S}s)"
     assert peak_running >= RUNS // 2, f"at most {peak_running} runs were running at once"
-    # q2's own sessions (the process and its broker) plus the pool of run slots.
-    assert 0 < peak_sessions <= POOL_MAX + 4, f"{peak_sessions} sessions for {RUNS} runs"
+    # The pool of run slots plus the host's own: q2's sentinel with its pusher and monitor
+    # threads, the sweeper, the recoverer, the main thread (agentops.db_budget).
+    assert 0 < peak_sessions <= POOL_MAX + 5, f"{peak_sessions} sessions for {RUNS} runs"
 
 
 def test_leases_of_runs_waiting_on_their_model_are_renewed_together(settings, tmp_path):
