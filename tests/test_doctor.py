@@ -153,10 +153,10 @@ def test_behind_a_pooler_doctor_counts_the_owner_sessions_against_max_connection
     production.AGENTOPS_DB_POOLER = "transaction"
     production.AGENTOPS_DB_DIRECT_URL = "postgres://postgres@127.0.0.1:5432/agentops"
     production.Q_CLUSTER = {**production.Q_CLUSTER, "workers": 2}
-    production.AGENTOPS_WORKER_HOSTS = 20  # 20 + 20 x 24 client sessions: the pooler holds them
+    production.AGENTOPS_WORKER_HOSTS = 20  # 20 + 20 x 25 client sessions: the pooler holds them
     fits = _by_name()["db_sessions"]
     assert fits.ok, fits.message
-    assert "up to 500 client sessions go to the pooler" in fits.message
+    assert "up to 520 client sessions go to the pooler" in fits.message
     assert "40 owner session(s) go straight to PostgreSQL" in fits.message
     production.AGENTOPS_WORKER_HOSTS = 1000  # 2,000 owner sessions: more than max_connections
     over = _by_name()["db_sessions"]
