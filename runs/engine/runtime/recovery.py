@@ -11,6 +11,7 @@ from django.db.models import Min, Q
 
 from agentops import clock
 from agentops.causes import RECOVERY
+from agentops.redaction import configured_secrets
 from runs.engine.core import reducer
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.attention import attention_fields, block_reason
@@ -224,9 +225,12 @@ def _recover_locked(run: Run, dead_owner: str) -> bool:
             telemetry.run_recovered(run, count, owner, blocked=True)
             return False
         # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.runtime.loop).
+        # Only the configured secrets are scrubbed: nothing written here (counts, the lost
+        # owner's host:pid, trace ids) comes from the run's sealed arguments, and reading
+        # those costs a query a run while a lost worker's dozens of runs wait their turn.
         run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
                        fields={"recoveries": count, "urgent": True},
-                       expected_version=run.version)
+                       expected_version=run.version, secrets=configured_secrets())
     except IllegalTransition:
         return False
     telemetry.run_recovered(run, count, owner, blocked=False)
