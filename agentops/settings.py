@@ -222,7 +222,7 @@ AGENTOPS_AGENTS = [
     m for m in os.environ.get("AGENTOPS_AGENTS", "agentops.demo.agents").split(",") if m
 ]
 # A silent worker's runs are taken over this long after its last renewal (every TTL / 3).
-AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 2.0)
+AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 1.5)
 # Runs one q2 worker process keeps in flight (runs.slots): a run waiting for its model or a
 # tool holds a thread, not a process nor a database connection. SQLite serialises writers:
 # one run per process there.

@@ -9,6 +9,7 @@ from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.queue import enqueue_tick, worker_name
 from runs.engine.runtime.recovery import runs_recovered_reserve
 from runs.engine.runtime.transition import run_urgent_waiting
+from runs.handoff import handoff_watch
 from runs.hung_threads import hung_guard_install, hung_replacing
 from runs.slots import (in_flight, runs_in_flight_limit, slot_submit, slot_wait_free,
                         slots_free)
@@ -28,6 +29,7 @@ def tick(run_id: str) -> str:
         enqueue_tick(run_id)
         return "handed_back"
     if slot_submit(run_id, tick_run):
+        handoff_watch(recovered_start)  # the host's recoverer wakes it (runs.handoff)
         _recovered_take(other_than=run_id)
         slot_wait_free()
         return "in_slot"
@@ -53,8 +55,16 @@ def _recovered_take(*, other_than: str) -> None:
     if now - _looked["at"] < settings.AGENTOPS_YIELD_CHECK_S or not slots_free():
         return
     _looked["at"] = now
+    recovered_start(spare=1, other_than=other_than)
+
+
+def recovered_start(*, spare: int = 0, other_than: str = "") -> None:
+    """Reserve up to 8 recovered runs for this process's free slots (``spare`` of them left
+    free) and start them there; the host's recoverer calls for it too (runs.handoff)."""
+    if not slots_free():
+        return
     free = runs_in_flight_limit() - in_flight()
-    for other in runs_recovered_reserve(limit=max(0, min(free - 1, _TAKE_AT_ONCE))):
+    for other in runs_recovered_reserve(limit=max(0, min(free - spare, _TAKE_AT_ONCE))):
         if str(other) != other_than:
             slot_submit(str(other), tick_run)
 

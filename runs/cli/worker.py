@@ -13,6 +13,7 @@ from approvals.audit_sink import audit_sink_loop
 from approvals.notify.sender import sender_loop
 from runs.cli.lifeline import die_with_parent_install
 from runs.cli.q2_host import HostCluster
+from runs.handoff import handoff_install
 from runs.pooler import pooled
 from runs.recoverer import recover_loop
 from runs.sweeper import sweep_loop, sweeper_name
@@ -34,6 +35,8 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
     if workers:
         settings.Q_CLUSTER["workers"] = workers
     _idle_transactions_end()
+    # Before q2 forks: its worker processes inherit the recoverer's wake (runs.handoff).
+    handoff_install(processes=settings.Q_CLUSTER["workers"])
 
     stop = threading.Event()
     cluster = HostCluster()  # installs SIGINT/SIGTERM handlers; ours replace them (see _on_signal)

@@ -11,6 +11,7 @@ from django.db.models import Min, Q
 
 from agentops import clock
 from agentops.causes import RECOVERY
+from agentops.redaction import configured_secrets
 from runs.engine.core import reducer
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.attention import attention_fields, block_reason
@@ -21,6 +22,7 @@ from runs.engine.runtime.stragglers import stragglers_close
 from runs.engine.runtime.transition import run_transition
 from runs.errors import IllegalTransition, UnknownSchemaVersion
 from runs.event_types import EventType
+from runs.handoff import handoff_announce
 from runs.models import Run
 from runs.pooler import owners_judged, pooled
 from runs.statuses import RunStatus
@@ -165,15 +167,22 @@ def _recover_all(owners: dict[Any, str]) -> list[Any]:
     for i in range(0, len(ids), _CHUNK):
         chunk = {run_id: owners[run_id] for run_id in ids[i:i + _CHUNK]}
         if len(chunk) == 1:
-            recovered += [run_id for run_id, dead in chunk.items() if _recover_one(run_id, dead)]
-            continue
-        try:
-            done = _recover_chunk(chunk)
-        except DatabaseError:
-            log.exception("recovering %d runs at once failed: one by one instead", len(chunk))
             done = [run_id for run_id, dead in chunk.items() if _recover_one(run_id, dead)]
+        else:
+            done = _recover_chunk_or_each(chunk)
         recovered += done
+        if done:
+            handoff_announce()  # this host's free slots start them now (runs.handoff)
     return recovered
+
+
+def _recover_chunk_or_each(chunk: dict[Any, str]) -> list[Any]:
+    """Recover ``chunk`` in one transaction; if that fails, run by run."""
+    try:
+        return _recover_chunk(chunk)
+    except DatabaseError:
+        log.exception("recovering %d runs at once failed: one by one instead", len(chunk))
+        return [run_id for run_id, dead in chunk.items() if _recover_one(run_id, dead)]
 
 
 def _recover_chunk(owners: dict[Any, str]) -> list[Any]:
@@ -216,9 +225,12 @@ def _recover_locked(run: Run, dead_owner: str) -> bool:
             telemetry.run_recovered(run, count, owner, blocked=True)
             return False
         # urgent: it lost its turn mid-slice; busy workers yield to it (runs.engine.runtime.loop).
+        # Only the configured secrets are scrubbed: nothing written here (counts, the lost
+        # owner's host:pid, trace ids) comes from the run's sealed arguments, and reading
+        # those costs a query a run while a lost worker's dozens of runs wait their turn.
         run_transition(run, RunStatus.QUEUED, reason="recovered", events=[event],
                        fields={"recoveries": count, "urgent": True},
-                       expected_version=run.version)
+                       expected_version=run.version, secrets=configured_secrets())
     except IllegalTransition:
         return False
     telemetry.run_recovered(run, count, owner, blocked=False)
