@@ -105,8 +105,20 @@ def test_what_cannot_fold_is_told_apart():
     assert not unit_sql.foldable([lambda: None])
     assert not unit_sql.foldable([RowsUpdate(Step, {"key": "a"}, {}),
                                   RowsUpdate(Step, {"key": "a"}, {"status": "x"})])
-    assert not unit_sql.foldable([RowsInsert(Step, [Step(key="b")]),
+    # An update of a row the same statement inserts would miss it (a sibling part does not
+    # see it): told by the row's own values, so an update of another row still folds.
+    assert not unit_sql.foldable([RowsInsert(Step, [Step(key="a")]),
                                   RowsUpdate(Step, {"key": "a"}, {})])
+    assert unit_sql.foldable([RowsInsert(Step, [Step(key="b")]),
+                              RowsUpdate(Step, {"key": "a"}, {})])
+    # A read's result riding the next unit: its call and attempt (ids known) updated, the
+    # next call and its attempt (ids given by this statement) inserted.
+    assert unit_sql.foldable([RowsUpdate(ToolCall, {"pk": 7}, {"status": "succeeded"}),
+                              RowsUpdate(ToolAttempt, {"tool_call_id": 7, "attempt": 1}, {}),
+                              RowsInsert(ToolCall, [call]),
+                              RowsInsert(ToolAttempt, [ToolAttempt(tool_call=call, attempt=1)])])
+    assert not unit_sql.foldable([RowsInsert(ToolAttempt, [ToolAttempt(tool_call_id=7, attempt=1)]),
+                                  RowsUpdate(ToolAttempt, {"tool_call_id": 7, "attempt": 1}, {})])
     # An empty insert writes nothing: a tool step's settlement (the attempt opened in an
     # earlier unit closed, no fresh attempt) still folds into one statement.
     assert unit_sql.foldable([RowsInsert(ToolAttempt, []),

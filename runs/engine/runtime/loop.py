@@ -26,6 +26,7 @@ from runs.engine.runtime.exceptions import run_exceptions_at_end
 from runs.engine.runtime.leases import lease_ticked
 from runs.engine.runtime.model_turn import PLAN_STEP, model_turn
 from runs.engine.runtime.outcomes import block, block_unopened
+from runs.engine.runtime.parking import late_results_record
 from runs.engine.runtime.queue import run_others_queued
 from runs.engine.runtime.selfcheck import session_checked
 from runs.engine.runtime.session import RunSession
@@ -91,6 +92,8 @@ def _ticked(run: Run, worker: str, slice_s: float | None) -> str:
         return session.outcome
     except LeaseLost:
         unit_settled(quiet=True)  # a unit in flight is this tick's, not the next one's
+        if session is not None and session.late():
+            late_results_record(session, session.late(), False)  # read results held back
         telemetry.tick_event("lease lost: another writer changed the run", level=logging.WARNING)
         return "lease_lost"
     except Exception as exc:

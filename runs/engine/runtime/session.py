@@ -80,8 +80,13 @@ class RunSession:
     secrets: Secrets = EMPTY
     # When each step this session started began (step latency, runs.engine.runtime.telemetry).
     step_started: dict[str, dt.datetime] = field(default_factory=dict)
-    # Events applied to the state but written with the next unit (``defer``).
+    # Events applied to the state but written with the next unit (``defer``), and writers.
     deferred: list[NewEvent] = field(default_factory=list)
+    deferred_also: list[Callable[[], Any]] = field(default_factory=list)
+    # Read results (Settlements) deferred, then sent with a unit not yet known to have
+    # committed: a lost lease records them as late results on a cancelled run (``loop``).
+    riding: list[Any] = field(default_factory=list)
+    unconfirmed: list[Any] = field(default_factory=list)
     # The attempt's OpenTelemetry trace (runs.engine.runtime.trace_spans); None when off.
     trace: Any = None
     # What the event recording the current model call says of it (runs.engine.runtime.model_turn).
@@ -118,8 +123,7 @@ class RunSession:
         fields = fields_scrubbed(fields or {}, self.secrets)
         before = step_statuses(self.state, fresh)
         seq = self._apply(fresh)
-        written = [*self.deferred, *fresh]
-        self.deferred = []
+        written, self.deferred = [*self.deferred, *fresh], []
         if to is not None:
             seq += 1
             reducer.apply(self.state, {"seq": seq, "type": "run.status", "data": {"to": to}})
@@ -140,26 +144,43 @@ class RunSession:
             if to != RunStatus.RUNNING:
                 self.stopped = True
                 self.outcome = to
+        self._sent()
         # Counted, logged and traced once committed (a unit in flight: when it is read).
         unit_after_commit(lambda: telemetry.events_committed(self, written, ended=to if to in _ENDED else ""))
 
     def _writers(self, written: list[NewEvent], before: dict[str, str],
                  also: Sequence[Callable[[], Any]], phase: str) -> list[Callable[[], Any]]:
         """Return the unit's extra writers: ``also``, the Step rows, and a snapshot when due."""
-        extra = [*also, *step_rows_writers(self.run.pk, written, self.state, before)]
+        extra = [*self.deferred_also, *also,
+                 *step_rows_writers(self.run.pk, written, self.state, before)]
+        self.deferred_also = []
         if self._snapshot_due(phase):
             extra.append(self._snapshot(phase or "periodic"))
         return extra
 
-    def defer(self, events: Sequence[NewEvent]) -> None:
-        """Apply ``events`` to the state now and write them first in the next unit.
+    def _sent(self) -> None:
+        """The unit carrying the riding read results went out (a failure before leaves them
+        riding): they are confirmed once it committed."""
+        if self.riding:
+            self.unconfirmed, self.riding = self.riding, []
+            unit_after_commit(self.unconfirmed.clear)
 
-        Only for events that follow from the state alone and touch no step (a context
-        compaction): a crash before the next unit loses them with that unit, and the next
-        executor derives them again from the same state, as a commit of their own would have
-        had it. Saves the unit's round trip and commit (one per twelve turns).
+    def defer(self, events: Sequence[NewEvent], *, also: Sequence[Callable[[], Any]] = (),
+              riding: Sequence[Any] = ()) -> None:
+        """Apply ``events`` to the state now and write them (and ``also``) first in the next unit.
+
+        Only for events that touch no step and whose loss the next executor makes good: a
+        context compaction (derived again from the same state) or a quick read's result
+        (``tool_call``: its attempt is committed open, so a crash before the next unit runs
+        the read again as its next attempt). Saves the unit's round trip and commit.
         """
         self._apply(events_scrubbed(events, self.secrets), deferred=True)
+        self.deferred_also.extend(also)
+        self.riding.extend(riding)
+
+    def late(self) -> list[Any]:
+        """Return the deferred read results no unit is known to have committed."""
+        return [*self.unconfirmed, *self.riding]
 
     def _apply(self, events: Sequence[NewEvent], *, deferred: bool = False) -> int:
         """Apply ``events`` to the state after the deferred ones; return the last seq used."""

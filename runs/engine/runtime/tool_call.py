@@ -353,7 +353,27 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
     else:
         if not retry and not _open_in_step(session, step, settled):
             evs.append(NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": session.state["turn"] + 1}))
-        session.commit(evs, also=also)
+        if _rides(session, settled):
+            session.defer(evs, also=also, riding=settled)
+        else:
+            session.commit(evs, also=also)
+
+
+def _rides(session: RunSession, settled: list[Settlement]) -> bool:
+    """Return True when the results of quick reads may ride the run's next unit.
+
+    That unit comes soon (the run's model replied within AGENTOPS_READ_RIDE_MS) and carries
+    them in its own commit: one commit a step. Their attempts were committed open before
+    they ran, so a crash before that unit runs each read again as its next attempt (a read
+    is safe to repeat, and the time lost is bounded by the same setting). A write's result
+    is never held back: its effect happened, and only its recorded outcome says so.
+    """
+    limit = settings.AGENTOPS_READ_RIDE_MS
+    model_ms = session.reply_marks.get("ms")
+    return (limit > 0 and model_ms is not None and model_ms <= limit
+            and all(st.next == "continue" and st.call.effect != "write"
+                    and st.attempt is not None and st.attempt.duration_ms <= limit
+                    for st in settled))
 
 
 def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> bool:

@@ -47,6 +47,7 @@ from runs.pooler import pooled
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _ROWS_JSON = json.JSONEncoder(separators=(",", ":")).encode  # made once (see compact_json)
 _NEVER = 2**31
+_UNKNOWN = object()  # a ``where`` name a row has no attribute for: assume it may match
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 _AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
           "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
@@ -100,12 +101,13 @@ def enabled() -> bool:
 
 def foldable(also: Sequence[Any]) -> bool:
     """Return whether every writer in ``also`` can be folded into the unit's one statement."""
-    inserted: set[type[Model]] = set()
+    inserted: dict[type[Model], list[Model]] = {}
     updated: set[tuple[type[Model], tuple]] = set()
+    updates: list[RowsUpdate] = []
     for op in also:
         if isinstance(op, RowsInsert):
             if op.rows:  # an empty insert writes nothing (unit_write leaves it out)
-                inserted.add(op.model)
+                inserted.setdefault(op.model, []).extend(op.rows)
         elif isinstance(op, RowsUpdate):
             if any(v is None for v in op.where.values()) or any(
                     hasattr(v, "resolve_expression") for v in op.values.values()):
@@ -114,9 +116,22 @@ def foldable(also: Sequence[Any]) -> bool:
             if key in updated:
                 return False  # one statement cannot update the same row twice
             updated.add(key)
+            updates.append(op)
         else:
             return False
-    return not any(model in inserted for model, _ in updated)
+    return not any(_may_match(op, inserted.get(op.model, ())) for op in updates)
+
+
+def _may_match(op: RowsUpdate, rows: Sequence[Model]) -> bool:
+    """Return whether ``op`` may be meant for one of ``rows``, inserted by the same statement.
+
+    A sibling part of one statement does not see the rows another inserts, so such an update
+    would miss its row. A row cannot match when one of the update's (non-NULL) values differs
+    from the row's own: NULL never equals it, and a column the statement fills in (a new id,
+    the id of a row inserted before it) gets a fresh value, never one already in use.
+    """
+    return any(all(getattr(row, k, _UNKNOWN) in (v, _UNKNOWN) for k, v in op.where.items())
+               for row in rows)
 
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
