@@ -71,7 +71,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
-    "ninja",
+    *([] if _WORKER_HOST else ["ninja"]),
     "template_partials",
     "django_q",
     "channels",

@@ -2,8 +2,9 @@
 
 A q2 worker process with hundreds of run slots (runs.slots) keeps their leases alive even
 while its threads queue for the GIL for seconds: it starts this small program as a child
-(runs.engine.runtime.keeper) and tells it which runs it holds. The keeper imports psycopg
-and the standard library only (no Django), so it starts in a few tens of milliseconds.
+(runs.engine.runtime.keeper) and tells it which runs it holds. The keeper imports the
+standard library only (no Django, not even psycopg: it calls libpq through ctypes,
+runs.engine.runtime.keeper_pq), so it starts in a few tens of milliseconds and holds ~16 MB.
 
 Protocol, one line each. stdin: ``hold <run id> <owner>`` / ``release <run id> <owner>``;
 ``call <run id> <owner> <deadline>`` / ``done <run id> <owner>`` around a tool call of the
@@ -45,28 +46,30 @@ import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
 
-import psycopg
+from runs.engine.runtime.keeper_pq import PqConnection, PqError
 
 _RENEW = (
-    "UPDATE runs_run SET lease_expires_at = %s WHERE id IN (SELECT id FROM runs_run "
-    "WHERE id = ANY(%s::uuid[]) AND lease_owner = %s AND status = 'running' "
+    "UPDATE runs_run SET lease_expires_at = $1::timestamptz WHERE id IN (SELECT id FROM runs_run "
+    "WHERE id = ANY($2::uuid[]) AND lease_owner = $3 AND status = 'running' "
     "FOR UPDATE SKIP LOCKED) RETURNING id::text")
 # A plain SELECT waits on no row lock: it tells a row being committed (still ours) from a lost one.
-_STILL_HELD = ("SELECT id::text FROM runs_run WHERE id = ANY(%s::uuid[]) AND lease_owner = %s "
+_STILL_HELD = ("SELECT id::text FROM runs_run WHERE id = ANY($1::uuid[]) AND lease_owner = $2 "
                "AND status = 'running'")
 _RETRY_S = 0.2
 _POLL_S = 0.1
 
 
-@dataclass
 class Hold:
-    """A run this keeper renews for one owner."""
+    """A run this keeper renews for one owner (a plain class: dataclasses imports inspect,
+    ast and dis, a few MB in every keeper)."""
 
-    owner: str
-    matched: bool = False  # renewed at least once: from then on a miss means lost
-    deadline: float | None = None  # inside a call until then (Unix time); None: no call
+    __slots__ = ("owner", "matched", "deadline")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.matched = False  # renewed at least once: from then on a miss means lost
+        self.deadline: float | None = None  # inside a call until then (Unix time); None: no call
 
 
 class Keeper:
@@ -76,7 +79,7 @@ class Keeper:
         self.dsn, self.ttl_s, self.worker_pid = dsn, ttl_s, worker_pid
         self.parent = os.getppid()
         self.holds: dict[str, Hold] = {}
-        self.conn: psycopg.Connection | None = None
+        self.conn: PqConnection | None = None
         self.due = time.monotonic()
 
     def command(self, line: str) -> None:
@@ -152,18 +155,21 @@ class Keeper:
         """Renew ``ids``; return (renewed, still held among the rest of ``ids`` and ``check``)."""
         if self.conn is None or self.conn.closed:
             # Never prepared: a transaction pooler (runs.pooler) keeps no prepared statements.
-            self.conn = psycopg.connect(self.dsn, autocommit=True, prepare_threshold=None)
-        with self.conn.cursor() as cur:
-            renewed: set = set()
-            if ids:
-                cur.execute(_RENEW, [until, ids, owner])
-                renewed = {row[0] for row in cur.fetchall()}
-            rest = [i for i in ids if i not in renewed] + list(check)
-            still: set = set()
-            if rest:
-                cur.execute(_STILL_HELD, [rest, owner])
-                still = {row[0] for row in cur.fetchall()}
+            self.conn = PqConnection(self.dsn)
+        renewed: set = set()
+        if ids:
+            rows = self.conn.query(_RENEW, [until.isoformat(), _uuid_array(ids), owner])
+            renewed = {row[0] for row in rows}
+        rest = [i for i in ids if i not in renewed] + list(check)
+        still: set = set()
+        if rest:
+            still = {row[0] for row in self.conn.query(_STILL_HELD, [_uuid_array(rest), owner])}
         return renewed, still
+
+
+def _uuid_array(ids: list[str]) -> str:
+    """Return ``ids`` as a PostgreSQL array literal (run ids: hex digits and dashes only)."""
+    return "{" + ",".join(ids) + "}"
 
 
 def _say(text: str) -> None:
@@ -204,7 +210,7 @@ def _renew_and_report(keeper: Keeper) -> bool:
     """Run one renewal round and print the lost runs; return False once the worker is gone."""
     try:
         lost = keeper.round()
-    except psycopg.Error as exc:  # the database is away: retry soon on a new connection
+    except PqError as exc:  # the database is away: retry soon on a new connection
         _say(f"renewal of {len(keeper.holds)} leases failed: {exc}")
         if keeper.conn is not None:
             keeper.conn.close()

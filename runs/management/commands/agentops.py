@@ -5,6 +5,7 @@ import importlib
 import json
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.errors import AgentOpsError
@@ -27,6 +28,17 @@ def _console_only(module: str) -> Any:
     they bring Redis, the demo's seed and its tools, which a worker host's processes (this
     command's ``worker``) would otherwise all carry."""
     return importlib.import_module(module)
+
+
+def worker_check_tags() -> list[str]:
+    """Return the system check tags a worker host runs: all but those of the web pages.
+
+    A worker host serves no page: the URL checks import every view, the API (ninja) and the
+    health checks, and the admin, template and static checks build the template engine,
+    which imports every template tag library (and what those import), into the process
+    that every q2 process is forked from (docs/workers.md "Memory")."""
+    web = {checks.Tags.urls, checks.Tags.templates, checks.Tags.admin, checks.Tags.staticfiles}
+    return sorted(t for t in checks.registry.registry.tags_available() if t not in web)
 
 
 def _people_parsers(sub: Any) -> None:
@@ -89,6 +101,16 @@ class Command(BaseCommand):
         sub.add_parser("rotate-keys", help="re-seal sensitive tool arguments with the newest "
                                            "AGENTOPS_SEAL_KEYS key")
         _people_parsers(sub)
+
+    _check_tags: list[str] | None = None  # None: every system check
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        if options.get("sub") == "worker":
+            self._check_tags = worker_check_tags()
+        return super().execute(*args, **options)
+
+    def check(self, *args: Any, tags: list[str] | None = None, **kwargs: Any) -> None:
+        super().check(*args, tags=tags or self._check_tags, **kwargs)
 
     def handle(self, *args, sub: str, **opts) -> None:
         commands = {"worker": self._worker, "sweep": self._sweep, "run": self._run,
