@@ -19,16 +19,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from agentops.host_sessions import KEEPER, WORKER_HOST_FIXED
 from runs.engine.runtime.queue import worker_name
 from runs.pooler import session_name
 
 POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
-# A worker host's own sessions besides its q2 worker processes' pools: the cluster's
-# sentinel, pusher (ORM broker) and monitor, the sweeper thread, the recoverer thread
-# (runs.recoverer), the notification sender thread (approvals.notify.sender) and the
-# `agentops worker` main thread.
-WORKER_HOST_FIXED = 7
-KEEPER = 1  # the lease keeper process beside each q2 worker process (one direct connection)
 
 
 def web_pool_enable() -> None:
