@@ -9,6 +9,7 @@ from django.db.models.functions import Cast
 from approvals.roles import team_ids_for
 from runs.errors import RunNotFound
 from runs.models import Event, Run, SavedView
+from runs.models.event import run_events
 from runs.scope import Teams, scoped
 from runs.selectors import PAGE_SIZE, Page
 
@@ -31,14 +32,14 @@ def saved_view_list(*, user: Any) -> list[SavedView]:
     return list(views.order_by("name")[:100])
 
 
-def event_history(*, run_id: Any, type: str = "", text: str = "", after_seq: int | None = None,
+def event_history(*, run: Run, type: str = "", text: str = "", after_seq: int | None = None,
                   newest_first: bool = False, limit: int = PAGE_SIZE) -> Page:
     """Return one keyset page (by seq) of every event of a run, filtered by type and text.
 
     ``text`` matches the stored payload (as JSON text, already redacted), the tool call id
     or the actor, case-insensitively; the scan stays inside the one run's events.
     """
-    qs = Event.objects.filter(run_id=run_id)
+    qs = run_events(run)
     if type:
         qs = qs.filter(type=type)
     if text:
