@@ -201,12 +201,6 @@ def team_choices(*, teams: Teams) -> list[str]:
     return slugs if len(slugs) > 1 else []
 
 
-def run_agent_names(*, teams: Teams) -> list[str]:
-    """Return the agent names that have runs in ``teams`` (for the filter menu)."""
-    return list(scoped(Run.objects.all(), teams).order_by("agent_name").values_list("agent_name", flat=True)
-                .distinct()[:200])
-
-
 @dataclass
 class RunDetail:
     """What the run page shows above the fold."""
