@@ -19,16 +19,12 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from agentops.host_sessions import KEEPER, WORKER_HOST_FIXED
 from runs.engine.runtime.queue import worker_name
 from runs.pooler import session_name
 
 POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
-# A worker host's own sessions besides its q2 worker processes' pools: the cluster's
-# sentinel, pusher (ORM broker) and monitor, the sweeper thread, the recoverer thread
-# (runs.recoverer), the notification sender thread (approvals.notify.sender) and the
-# `agentops worker` main thread.
-WORKER_HOST_FIXED = 7
-KEEPER = 1  # the lease keeper process beside each q2 worker process (one direct connection)
+REPLICA_ALIAS = "replica"  # agentops.replica.router.REPLICA (a layer above this one)
 
 
 def web_pool_enable() -> None:
@@ -50,11 +46,26 @@ def web_pool_enable() -> None:
                        "max_idle": settings.AGENTOPS_DB_POOL_IDLE_S,
                        "name": f"agentops-web-{worker_name()}"}
     db["CONN_MAX_AGE"] = 0  # Django requires it with a pool: close() hands back to the pool
+    # The standby's (agentops.replica) is not pooled: closed when its request ends, so a
+    # process holds one per request in flight, not one per request thread ever made.
+    replica = connections.settings.get(REPLICA_ALIAS)
+    if replica is not None:
+        replica["CONN_MAX_AGE"] = 0
 
 
 def web_sessions_max() -> int:
     """Return the sessions one web process may hold (its pool's size)."""
     return max(0, int(settings.AGENTOPS_WEB_DB_POOL_MAX))
+
+
+def web_replica_sessions_max() -> int:
+    """Return the standby sessions one web process may hold (AGENTOPS_REPLICA_URL set).
+
+    One per request in flight, closed when it ends; a page reaches the standby only after
+    its first query (the signed-in session) took one of the pool's connections, so no more
+    requests than the pool's size read it at once.
+    """
+    return web_sessions_max()
 
 
 def worker_host_sessions_max() -> int:

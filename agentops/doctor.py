@@ -25,7 +25,7 @@ from agentops.errors import ConfigError
 from agentops.llm.configured import model_from_settings
 from agentops.observability.collectors import heartbeat_max_age_s
 from agentops.proxies import trusted_proxies
-from agentops.replica.health import replica_report
+from agentops.replica.health import replica_report, replica_sessions_report
 from runs.models import Team, WorkerHeartbeat
 from runs.pooler import pooled
 
@@ -340,6 +340,11 @@ def check_replica() -> Check:
     return Check(*replica_report())
 
 
+def check_replica_sessions() -> Check:
+    """Check the web processes' sessions on the read replica fit ITS max_connections."""
+    return Check(*replica_sessions_report())
+
+
 def readiness_checks() -> list[Check]:
     """Return the checks /readyz needs: database, migrations, a recent worker heartbeat."""
     database = check_database()
@@ -358,6 +363,7 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_migrations,
     check_db_sessions,
     check_replica,
+    check_replica_sessions,
     check_metrics_access,
     check_redis,
     check_artifact_storage,
@@ -367,7 +373,7 @@ _ALL: tuple[Callable[[], Check], ...] = (
     check_sso_teams,
 )
 _NEED_DATABASE = frozenset({check_migrations, check_db_sessions, check_worker_heartbeat,
-                            check_sso_teams, check_replica})
+                            check_sso_teams, check_replica, check_replica_sessions})
 
 
 def doctor_checks() -> list[Check]:

@@ -231,7 +231,7 @@ def _block_if_stuck(run: Run, detail: str, a: Approval) -> None:
     if not waiting or Approval.objects.filter(run=run, status=ApprovalStatus.PENDING).exists():
         return
     fields = attention_fields(run=run, category="approval_expired", detail=detail,
-                              state=load_state(run.pk), tool=a.tool,
+                              state=load_state(run), tool=a.tool,
                               tool_call_id=a.tool_call.tool_call_id)
     run_transition(run, RunStatus.BLOCKED, reason=block_reason("approval_expired"),
                    detail=detail, fields=fields)

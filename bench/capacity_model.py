@@ -23,6 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a script: the repository root holds agentops
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from agentops.host_sessions import KEEPER, WORKER_HOST_FIXED
+
 COSTS = Path(__file__).resolve().with_name("capacity.json")
 AGENTS = (1_000, 10_000, 100_000)
 LATENCY_S = 5.0
@@ -112,7 +116,7 @@ def row(costs: dict[str, Any], agents: int, latency_s: float = LATENCY_S,
         "hosts": hosts, "runs_per_host": per_host, "host_bound": bound,
         "host_cpu_share": (agents / hosts / latency_s * costs["worker_cpu_ms_per_step"] / 1000
                            / host.cores),
-        "sessions_direct": hosts * (host.workers * (host.db_pool_max + 1) + 7),
+        "sessions_direct": hosts * (host.workers * (host.db_pool_max + KEEPER) + WORKER_HOST_FIXED),
         "pooler_servers": max(10, math.ceil(2 * busy)),
         "owner_sessions": hosts * host.workers,
     }

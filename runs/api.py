@@ -150,7 +150,7 @@ def list_events(request: HttpRequest, run_id: uuid.UUID,
 def event_cause(request: HttpRequest, run_id: uuid.UUID, seq: int = Path(..., ge=1, le=2**62)):
     """Return the event's chain of causes back to its root (start, action, recovery, signal)."""
     run = _visible(request, run_id)
-    return event_cause_chain(run_id=run.pk, seq=seq).as_json()
+    return event_cause_chain(run=run, seq=seq).as_json()
 
 
 @router.get("/{run_id}/tool-calls", response=list[ToolCallOut], summary="List a run's tool calls")

@@ -20,6 +20,7 @@ from ledger.models import ToolCall
 from runs.errors import RunNotFound
 from runs.event_archive import archived_events_restore
 from runs.models import Event, Run, Signal, Snapshot, Step
+from runs.models.event import run_events
 from runs.scope import Teams, scoped
 from runs.selectors import QueueFilters, run_filter
 
@@ -110,7 +111,7 @@ def step_list(*, run: Run) -> list[Step]:
 def event_list_after(*, run: Run, after_seq: int, limit: int) -> tuple[list[Event], bool]:
     """Return up to ``limit`` events after ``after_seq`` and whether more follow."""
     archived_events_restore(run.pk)
-    rows = list(Event.objects.filter(run=run, seq__gt=after_seq).order_by("seq")[: limit + 1])
+    rows = list(run_events(run).filter(seq__gt=after_seq).order_by("seq")[: limit + 1])
     return rows[:limit], len(rows) > limit
 
 

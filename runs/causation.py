@@ -13,7 +13,8 @@ from typing import Any
 from agentops.causes import ACTION, RECOVERY, SIGNAL, START, cause_parse, cause_seq
 from approvals.models import Intervention
 from runs.errors import EventNotFound
-from runs.models import Event
+from runs.models import Event, Run
+from runs.models.event import run_events
 
 # Shown in full up to this many links; a longer chain shows its nearest links and its root.
 SHOWN = 25
@@ -38,19 +39,19 @@ class CauseChain:
                            "actor": e.actor, "at": e.at} for e in self.links]}
 
 
-def event_cause_chain(*, run_id: Any, seq: int) -> CauseChain:
+def event_cause_chain(*, run: Run, seq: int) -> CauseChain:
     """Return why event ``seq`` of the run happened; EventNotFound (404) if there is none."""
-    causes = dict(Event.objects.filter(run_id=run_id, seq__lte=seq)
+    causes = dict(run_events(run).filter(seq__lte=seq)
                   .values_list("seq", "caused_by"))
     if seq not in causes:
-        raise EventNotFound(f"run {run_id} has no event #{seq}", seq=seq)
+        raise EventNotFound(f"run {run.pk} has no event #{seq}", seq=seq)
     path, at = [seq], seq
     while (prev := cause_seq(causes[at])) is not None and prev in causes and prev < at:
         path.append(prev)
         at = prev
     shown = path if len(path) <= SHOWN else path[:SHOWN - 1] + [path[-1]]
-    rows = {e.seq: e for e in Event.objects.filter(run_id=run_id, seq__in=shown)}
-    kind, text, root = _root(run_id, causes[path[-1]])
+    rows = {e.seq: e for e in run_events(run).filter(seq__in=shown)}
+    kind, text, root = _root(run.pk, causes[path[-1]])
     return CauseChain(seq=seq, links=[rows[s] for s in shown], hidden=len(path) - len(shown),
                       root_kind=kind, root_text=text, root=root)
 

@@ -79,7 +79,7 @@ def checkpoint_export(*, run: Run, directory: str | os.PathLike, seq: int | None
     if not 1 <= seq <= run.last_seq:
         raise CheckpointRejected(f"seq must be between 1 and {run.last_seq}", seq=seq)
     agent = _agent(run.agent_name, run.agent_version)
-    state = run_secrets(run.pk).scrub(load_state(run.pk, upto_seq=seq), engine=True)
+    state = run_secrets(run.pk).scrub(load_state(run, upto_seq=seq), engine=True)
     files = {"context.json": _dump(context_build(state, agent)), "state.json": _dump(state),
              "env.json": _dump(_env(agent))}
     meta = _meta(run, state, files)
@@ -244,7 +244,7 @@ def _create_run(meta: dict[str, Any], state: dict[str, Any], actor: Any) -> Run:
                  input=s["input"], status=_step_status(state, s["key"]))
             for i, s in enumerate(state["plan"])])
         event_append(run=run, events=_import_events(meta, state, who), fields=_projection(state))
-        snapshot_build(run_id=run.pk, state=load_state(run.pk), phase="imported",
+        snapshot_build(run_id=run.pk, state=load_state(run), phase="imported",
                        agent_version=run.agent_version).save()
 
         run_enqueue(run.pk)

@@ -5,8 +5,9 @@ JSON-lines object ``<prefix><YYYY-MM>/<run id>.jsonl.gz``, read back and compare
 and recorded (runs.models.EventArchive); only then is the partition dropped. A run whose
 events are archived still opens, replays and exports: the first read that finds its log
 empty (``archived_events_restore``) fetches the object, checks it against the recorded
-digest and writes the events back into the event table (their month's partition is gone,
-so they land in the default partition), once.
+digest and writes the events back into the event table, once: into their month's
+partition if one is there again, else into the default partition (runs.partitions moves them
+into the month's partition when it is made).
 """
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ def archived_events_restore(run_id: Any) -> int:
     with transaction.atomic():
         entry = (EventArchive.objects.select_for_update()
                  .filter(run_id=run_id, restored_at__isnull=True).first())
-        if entry is None or Event.objects.filter(run_id=run_id).exists():
+        if entry is None or Event.objects.filter(run_id=run_id,
+                                                 run_month=entry.run_month).exists():
             return 0
         rows = _fetch_checked(entry)
         Event.objects.bulk_create(
@@ -169,7 +171,7 @@ def archived_restored_forget(cutoff: dt.datetime) -> int:
             run = Run.objects.select_for_update().filter(pk=entry.run_id).first()
             if run is None or run.status not in terminal or run.last_seq != entry.events:
                 continue
-            Event.objects.filter(run_id=entry.run_id).delete()
+            Event.objects.filter(run_id=entry.run_id, run_month=entry.run_month).delete()
             EventArchive.objects.filter(pk=entry.pk).update(restored_at=None)
         forgotten += 1
     return forgotten

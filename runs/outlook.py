@@ -19,7 +19,7 @@ _DONE = ("succeeded", "skipped")
 
 def action_outlook(*, run: Run, verb: str, to_seq: int | None = None) -> dict[str, Any]:
     """Return {"next_steps", "exceptions"} after ``verb`` (skip or rollback) on ``run``."""
-    state = load_state(run.pk)
+    state = load_state(run)
     carried = exceptions_resolve(run.pk, state.get("exceptions", []))
     after, added = state, []
     if verb == "skip":
@@ -44,7 +44,7 @@ def _rollback_view(run: Run, to_seq: int | None) -> tuple[dict[str, Any], list[d
     try:
         plan = rollback_plan(run=run, to_seq=to_seq)
     except AgentOpsError:
-        return load_state(run.pk), [{"kind": "rolled_back"}], set()
+        return load_state(run), [{"kind": "rolled_back"}], set()
     added = [{"kind": "compensated", "tool": c.tool, "tool_call_id": c.tool_call_id}
              for c in plan.compensate]
     return plan.state, [*added, {"kind": "rolled_back"}], set()

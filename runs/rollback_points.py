@@ -12,7 +12,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from runs.event_types import EventType
-from runs.models import Event, Run, Step
+from runs.models import Run, Step
+from runs.models.event import run_events
 
 PLAN_STEP = "_plan"
 _SCAN = 500  # step starts read, newest first; a run restarts its steps far fewer times
@@ -40,7 +41,7 @@ class RollbackPoint:
 
 def rollback_points(*, run: Run, limit: int = 30) -> list[RollbackPoint]:
     """Return the step boundaries a rollback of ``run`` can restore, newest first."""
-    starts = (Event.objects.filter(run=run, type=EventType.STEP_STARTED, seq__lt=run.last_seq,
+    starts = (run_events(run).filter(type=EventType.STEP_STARTED, seq__lt=run.last_seq,
                                    seq__gt=1)
               .order_by("-seq").values_list("seq", "data", "at")[:_SCAN])
     steps = {s.key: s for s in Step.objects.filter(run=run).only("key", "title", "position")}

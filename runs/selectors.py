@@ -21,7 +21,8 @@ from ledger.models import ToolCall
 from runs.event_types import EventType
 from runs.errors import RunNotFound
 from runs.list_filters import AGES, TABS, QueueFilters, cursor_parse, since_parse
-from runs.models import Event, ModelPrice, Run, Snapshot, Step, Team
+from runs.models import ModelPrice, Run, Snapshot, Step, Team
+from runs.models.event import run_events
 from runs.statuses import ATTENTION, RunStatus, WaitKind
 from ledger.models import ToolLimit
 from ledger.services.limits import breaker_closes_at
@@ -200,12 +201,6 @@ def team_choices(*, teams: Teams) -> list[str]:
     return slugs if len(slugs) > 1 else []
 
 
-def run_agent_names(*, teams: Teams) -> list[str]:
-    """Return the agent names that have runs in ``teams`` (for the filter menu)."""
-    return list(scoped(Run.objects.all(), teams).order_by("agent_name").values_list("agent_name", flat=True)
-                .distinct()[:200])
-
-
 @dataclass
 class RunDetail:
     """What the run page shows above the fold."""
@@ -251,7 +246,7 @@ def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
     if run.status in TERMINAL:
         return list(run.exceptions or [])
     try:
-        items = load_state(run.pk).get("exceptions", [])
+        items = load_state(run).get("exceptions", [])
     except (KeyError, TypeError, AgentOpsError):
         # A log this code cannot fold (an unknown schema, a run made by hand) still renders;
         # its exceptions show once it ends.
@@ -259,10 +254,10 @@ def run_exceptions(*, run: Run) -> list[dict[str, Any]]:
     return exceptions_resolve(run.pk, items)
 
 
-def event_page(*, run_id: Any, before_seq: int | None = None, type: str = "",
+def event_page(*, run: Run, before_seq: int | None = None, type: str = "",
                tool_call_id: str = "", limit: int = PAGE_SIZE) -> Page:
     """Return the newest events of a run before ``before_seq``, optionally filtered."""
-    qs = Event.objects.filter(run_id=run_id)
+    qs = run_events(run)
     if type:
         qs = qs.filter(type=type)
     if tool_call_id:
@@ -287,12 +282,12 @@ def ledger_for_run(*, run_id: Any, after_id: int | None = None,
     return Page(rows=rows, next_cursor=str(rows[-1].id) if more and rows else None)
 
 
-def artifact_belongs_to_run(*, run_id: Any, sha256: str) -> bool:
+def artifact_belongs_to_run(*, run: Run, sha256: str) -> bool:
     """Return True when ``sha256`` is the output or a log of one of the run's tool calls, or
     the request of one of its model calls (kept with tracing's content capture)."""
-    return ToolCall.objects.filter(run_id=run_id).filter(
+    return ToolCall.objects.filter(run_id=run.pk).filter(
         Q(artifact_sha256=sha256) | Q(attempt_rows__log_sha256=sha256)).exists() or (
-        Event.objects.filter(run_id=run_id, type__in=(EventType.MODEL_REPLIED,
+        run_events(run).filter(type__in=(EventType.MODEL_REPLIED,
                                                       EventType.MODEL_FAILED),
                              data__prompt__artifact=sha256).exists())
 
@@ -322,7 +317,7 @@ def spend_by_agent(*, teams: Teams, limit: int = 100) -> list[dict[str, Any]]:
 
 def run_change_note(*, run: Run, since_seq: int | None) -> str:
     """Return who changed ``run`` after event ``since_seq`` and when ("alice retried this run 4 s ago")."""
-    first_new = (Event.objects.filter(run_id=run.pk, seq__gt=since_seq or 0)
+    first_new = (run_events(run).filter(seq__gt=since_seq or 0)
                  .order_by("seq").values_list("at", flat=True).first())
     row = (Intervention.objects.filter(run_id=run.pk, at__gte=first_new).order_by("-at", "-id")
            .first() if first_new else None)

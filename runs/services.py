@@ -59,7 +59,7 @@ def _exceptions_at_cancel(run: Run, who: str, reason: str) -> list[dict[str, Any
     confirmed) on ``Run.exceptions``, as a run that completed with exceptions does.
     """
     try:
-        state = load_state(run.pk)
+        state = load_state(run)
     except (KeyError, TypeError, AgentOpsError):
         state = {}  # a log this code cannot fold still cancels; the ledger still speaks
     ended = {"kind": "cancelled", "by": who, "why": reason[:2000],

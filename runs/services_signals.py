@@ -24,6 +24,7 @@ from runs.errors import RunError
 from runs.event_archive import archived_events_restore
 from runs.event_types import EventType
 from runs.models import Event, Run, Signal, Step
+from runs.models.event import run_events
 from runs.statuses import TERMINAL, RunStatus, StepStatus
 
 _COPIED_BUDGET = ("budget_tokens", "budget_model_calls", "budget_tool_calls",
@@ -67,7 +68,7 @@ def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = Non
     """
     if not 1 <= seq <= run.last_seq:
         raise InvalidInput(f"seq must be between 1 and {run.last_seq}", seq=seq)
-    state = load_state(run.pk, upto_seq=seq)
+    state = load_state(run, upto_seq=seq)
     with transaction.atomic():
         fork = Run.objects.create(
             agent_name=run.agent_name, agent_version=version or run.agent_version, goal=run.goal,
@@ -79,7 +80,7 @@ def run_fork(*, run: Run, seq: int, actor: Any = None, version: str | None = Non
         _copy_steps(fork, state)
         event_append(run=fork, events=_fork_events(run, seq, state, actor),
                      fields=state_projection(state))
-        fork_state = load_state(fork.pk)
+        fork_state = load_state(fork)
         snapshot_build(run_id=fork.pk, state=fork_state, phase="forked",
                        agent_version=fork.agent_version).save()
 
@@ -94,7 +95,7 @@ def _copy_log(src: Run, dst: Run, seq: int) -> None:
     rows = [Event(run=dst, seq=e.seq, type=e.type, data=e.data, tool_call_id=e.tool_call_id,
                   attempt=e.attempt, key=None, schema_version=e.schema_version, actor=e.actor,
                   caused_by=e.caused_by, at=e.at)
-            for e in Event.objects.filter(run=src, seq__lte=seq).order_by("seq").iterator()]
+            for e in run_events(src).filter(seq__lte=seq).order_by("seq").iterator()]
     Event.objects.bulk_create(rows, batch_size=500)
 
 

@@ -14,7 +14,8 @@ from approvals.confirmation import args_amount
 from ledger.models import ToolCall
 from ledger.statuses import DONE_OK, Effect, ToolCallStatus
 from runs.engine.runtime.snapshots import load_state
-from runs.models import Event, Run, Step
+from runs.models import Run, Step
+from runs.models.event import run_events
 from runs.statuses import RunStatus, StepStatus
 
 # Ended runs that may leave something behind (a clean success has nothing to report).
@@ -40,7 +41,7 @@ def run_what_stands(*, run: Run) -> dict[str, Any] | None:
 def _not_done(run: Run) -> list[dict[str, Any]]:
     """Return the plan steps neither done nor skipped, as the run's log folds them."""
     try:
-        state = load_state(run.pk)
+        state = load_state(run)
     except (KeyError, TypeError, AgentOpsError):
         # A log this code cannot fold still shows its steps, as their rows last recorded them.
         return [{"key": s.key, "title": s.title, "status": s.status}
@@ -57,7 +58,7 @@ def _not_done(run: Run) -> list[dict[str, Any]]:
 
 def _ending(run: Run) -> dict[str, Any]:
     """Return who ended ``run``, when and why (from the status event that ended it)."""
-    event = (Event.objects.filter(run=run, type="run.status", data__to=run.status)
+    event = (run_events(run).filter(type="run.status", data__to=run.status)
              .order_by("-seq").only("actor", "at", "data").first())
     data = event.data if event is not None else {}
     return {"ended_by": (event.actor if event is not None else "") or "system",

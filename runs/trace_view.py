@@ -15,7 +15,8 @@ from typing import Any
 
 from ledger.models import ToolAttempt
 from runs.event_types import EventType
-from runs.models import Event, Run, Step
+from runs.models import Run, Step
+from runs.models.event import run_events
 
 AXIS = 1000  # the waterfall's width in SVG user units
 MAX_CALLS = 400
@@ -86,13 +87,13 @@ def _tool_rows(run_id: Any, now: dt.datetime) -> dict[tuple[str, int], list[Trac
     return out
 
 
-def _gap_rows(run_id: Any, events: list[dict[str, Any]]) -> list[TraceRow]:
+def _gap_rows(run: Run, events: list[dict[str, Any]]) -> list[TraceRow]:
     """Return each recovery: from the lost worker's last event to the run's next claim."""
     rows = []
     for e in events:
         if e["type"] != EventType.RUN_RECOVERED:
             continue
-        near = Event.objects.filter(run_id=run_id, seq__in=(e["seq"] - 1, e["seq"] + 2))
+        near = run_events(run).filter(seq__in=(e["seq"] - 1, e["seq"] + 2))
         at = dict(near.values_list("seq", "at"))
         start, end = at.get(e["seq"] - 1, e["at"]), at.get(e["seq"] + 2, e["at"])
         rows.append(TraceRow(kind="gap", label=f"worker lost · recovery {e['data'].get('recoveries')}",
@@ -137,11 +138,11 @@ def _placed(rows: list[TraceRow]) -> dict[str, Any]:
 
 def run_trace(run: Run, *, now: dt.datetime) -> dict[str, Any]:
     """Return the run's waterfall: rows placed on one axis, totals, and whether it was cut."""
-    events = list(Event.objects.filter(run_id=run.pk, type__in=[*_MODEL, EventType.RUN_RECOVERED])
+    events = list(run_events(run).filter(type__in=[*_MODEL, EventType.RUN_RECOVERED])
                   .order_by("seq").values("seq", "type", "data", "at")[:MAX_CALLS])
     models, tools = _model_rows(events), _tool_rows(run.pk, now)
     steps = list(Step.objects.filter(run_id=run.pk).order_by("position"))
-    rows = _ordered(steps, models, tools, _gap_rows(run.pk, events), now)
+    rows = _ordered(steps, models, tools, _gap_rows(run, events), now)
     placed = _placed(rows)
     calls = [r for r in rows if r.kind in ("model", "tool")]
     placed.update(

@@ -29,6 +29,7 @@ import psycopg
 BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "postgres"
 STANDBY_NAME = "standby"
+STANDBY_MAX_CONNECTIONS = 150  # the primary's is 120 (_COMMON)
 _COMMON = """
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '{folder}'
@@ -97,7 +98,9 @@ class Pair:
         self._cmd("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.ports["primary"]),
                   "-U", USER, "-D", str(standby), "-R", "-X", "stream", "-c", "fast", "--no-sync")
         # The standby once promoted has no standby of its own: it must not wait for one.
-        self._configure(standby, "standby", "synchronous_standby_names = ''\nprimary_conninfo = "
+        # Its own max_connections (a standby may allow more than its primary, never fewer).
+        self._configure(standby, "standby", f"max_connections = {STANDBY_MAX_CONNECTIONS}\n"
+                        "synchronous_standby_names = ''\nprimary_conninfo = "
                         f"'host=127.0.0.1 port={self.ports['primary']} user={USER} "
                         f"application_name={STANDBY_NAME}'\n")
         self._cmd("pg_ctl", "-D", str(standby), "-l", str(self.folder / "standby.log"), "-w",

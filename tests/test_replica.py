@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.handlers.asgi import ASGIHandler
+from django.core.signals import request_finished
 from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from agentops.db_budget import web_pool_enable
 from agentops.doctor import doctor_checks
 from agentops.replica.probe import _cache, replica_status
 from runs.models import Event, Run
@@ -27,7 +31,7 @@ from runs.services import run_start
 from tests.conftest import drive
 from approvals.roles import OPERATOR
 from tests.console_factories import make_user
-from tests.replica_cluster import Pair, free_port
+from tests.replica_cluster import STANDBY_MAX_CONNECTIONS, Pair, free_port
 from tests.replica_pair import pair_connected, pair_or_skip
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -139,6 +143,52 @@ def test_the_doctor_names_the_replica_and_its_synchronous_commits(pair):
     check = next(c for c in doctor_checks() if c.name == "replica")
     assert check.ok and "The replica answers" in check.message
     assert "Commits wait for standby (synchronous_commit=on)" in check.message
+
+
+def test_the_doctor_counts_web_sessions_against_the_replicas_own_max_connections(pair,
+                                                                                  settings):
+    """The standby allows 150 sessions (its primary 120): 7 web processes x a pool of 20 fit
+    it with the reserve of 10, 8 do not; the sessions open on it now are reported."""
+    settings.AGENTOPS_WEB_DB_POOL_MAX, settings.AGENTOPS_DB_RESERVE = 20, 10
+    with connections["replica"].cursor() as cur:
+        cur.execute("SELECT 1")  # this process's session on the standby: one open now at least
+    settings.AGENTOPS_WEB_PROCESSES = 7
+    check = next(c for c in doctor_checks() if c.name == "replica_sessions")
+    assert check.ok, check.message
+    assert "7 web process(es) x 20 = 140 sessions at most" in check.message
+    assert f"max_connections {STANDBY_MAX_CONNECTIONS} minus the reserve of 10" in check.message
+    assert int(re.search(r"(\d+) open now", check.message).group(1)) >= 1
+    settings.AGENTOPS_WEB_PROCESSES = 8
+    check = next(c for c in doctor_checks() if c.name == "replica_sessions")
+    assert not check.ok and "raise the replica's max_connections" in check.message
+
+
+def test_a_web_process_holds_a_replica_session_only_while_a_request_reads_it(pair, people):
+    """The web pool's set-up (agentops.asgi) makes the standby's connections close when
+    their request ends: the doctor's bound (one per request in flight) holds, where a
+    persistent one (DB_CONN_MAX_AGE) would stay behind in every request thread. The test
+    client keeps connections across requests, so the end of a request is signalled here as
+    Django's handler signals it (request_finished)."""
+    default, replica = connections["default"].settings_dict, connections["replica"].settings_dict
+    options = default.setdefault("OPTIONS", {})  # web_pool_enable adds its pool in there
+    saved_default, saved_options, saved_replica = dict(default), dict(options), dict(replica)
+    replica["CONN_MAX_AGE"] = 600  # what production's DB_CONN_MAX_AGE gives it
+    try:
+        for pooled, kept in ((False, True), (True, False)):
+            if pooled:
+                web_pool_enable()
+                options.clear()  # this test process keeps its unpooled primary
+                options.update(saved_options)
+                default.clear()
+                default.update(saved_default)
+            connections["replica"].close()
+            assert people["reader"].get("/?tab=all").status_code == 200
+            assert connections["replica"].connection is not None  # the page read the replica
+            request_finished.send(sender=ASGIHandler)
+            assert (connections["replica"].connection is not None) is kept
+    finally:
+        replica.clear()
+        replica.update(saved_replica)
 
 
 @pytest.fixture

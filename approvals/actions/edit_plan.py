@@ -72,25 +72,25 @@ class EditPlan(Action):
     def form_initial(self, target: Run) -> dict[str, str]:
         """Return the dialog's text: the remaining steps as they are now, one per line."""
         lines = [s["key"] + (f": {s['instructions']}" if s.get("instructions") else "")
-                 for s in plan_remaining(load_state(target.pk))]
+                 for s in plan_remaining(load_state(target))]
         return {"steps": "\n".join(lines)}
 
     def form_hint(self, target: Run) -> str:
         """Return the declared steps a person may add (not in the plan now)."""
-        plan = {s["key"] for s in load_state(target.pk)["plan"]}
+        plan = {s["key"] for s in load_state(target)["plan"]}
         extra = [k for k in declared_steps(target) if k not in plan]
         return f"Declared steps you may add: {', '.join(extra)}" if extra else ""
 
     def diff(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """Return, per step, what the edit changes (kept, moved, added, removed, edited)."""
-        state = load_state(target.pk)
+        state = load_state(target)
         steps = _steps(params) if params.get("steps") else [
             {"key": s["key"]} for s in plan_remaining(state)]
         return plan_edit_build(run=target, state=state, steps=steps).diff
 
     def preview(self, target: Run, **params: Any) -> list[dict[str, Any]]:
         """List the open calls of the steps not done (cancelled) and their writes (stand)."""
-        state = load_state(target.pk)
+        state = load_state(target)
         keys = [s["key"] for s in plan_remaining(state)]
         calls = ToolCall.objects.filter(run=target, step_key__in=keys).order_by("id")
         # The service cancels the steps' open calls (run_edit_plan: close_open_calls).

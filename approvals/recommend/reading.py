@@ -13,7 +13,7 @@ from approvals.recommend.classes import failure_class
 from approvals.recommend.situation import Evidence, Situation
 from ledger.models import ToolCall
 from runs.errors import UnknownAgent
-from runs.models import Event
+from runs.models.event import run_events
 
 _OK = ("succeeded", "confirmed_executed")
 _DONE_STEP = ("succeeded", "skipped")
@@ -131,7 +131,7 @@ def evidence(run: Any, call: Any, spec: Any, hint: dict[str, Any] | None = None)
     if call is None:
         return Evidence()
     last = call.attempt_rows.order_by("-attempt").first()
-    marker = (Event.objects.filter(run=run, tool_call_id=call.tool_call_id, type="tool.unknown")
+    marker = (run_events(run).filter(tool_call_id=call.tool_call_id, type="tool.unknown")
               .order_by("-seq").values_list("data", flat=True).first()) or {}
     hint = hint or {}
     probe = hint.get("probe") or marker.get("probe") or (
@@ -160,7 +160,7 @@ def contradiction_read(*, run: Any) -> dict[str, Any] | None:
     """Return the asked-vs-found of an ``unknown`` run whose probe found something else."""
     if getattr(run, "status", "") != "unknown" or not run.current_tool_call or run.pk is None:
         return None
-    data = (Event.objects.filter(run=run, tool_call_id=run.current_tool_call,
+    data = (run_events(run).filter(tool_call_id=run.current_tool_call,
                                  type="tool.unknown").order_by("-seq")
             .values_list("data", flat=True).first()) or {}
     if data.get("probe") != "different":

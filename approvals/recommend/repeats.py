@@ -20,7 +20,8 @@ from ledger.models import ToolCall
 from agentops.jsonstate import canonical_json
 from runs.engine.core.stall import LOOP_REPEATS, STALL_ROUNDS
 from runs.event_types import EventType
-from runs.models import Event, Run
+from runs.models import Run
+from runs.models.event import run_events
 from runs.statuses import BlockReason, RunStatus
 
 WINDOW = 20  # model turns of the step read, newest first (the engine's guard window)
@@ -69,7 +70,7 @@ def guard_evidence(*, run: Run) -> GuardEvidence | None:
     if run.status != RunStatus.BLOCKED or run.attention_reason not in _GUARDS:
         return None
     step = run.current_step
-    failed = (Event.objects.filter(run=run, type=EventType.STEP_FAILED, data__step=step)
+    failed = (run_events(run).filter(type=EventType.STEP_FAILED, data__step=step)
               .order_by("-seq").values_list("data", flat=True).first()) or {}
     kind = _KINDS.get(failure_class(str(failed.get("error_class") or "")))
     if kind is None:
@@ -87,7 +88,7 @@ def guard_evidence(*, run: Run) -> GuardEvidence | None:
 
 
 def _rounds(run: Run, step: str) -> list[Round]:
-    replies = list(Event.objects.filter(run=run, type=EventType.MODEL_REPLIED, data__step=step)
+    replies = list(run_events(run).filter(type=EventType.MODEL_REPLIED, data__step=step)
                    .order_by("-seq").values_list("data", "at")[:WINDOW])[::-1]
     ids = [c["id"] for data, _ in replies for c in data.get("calls") or [] if c.get("id")]
     ledger = {c.tool_call_id: c for c in ToolCall.objects.filter(run=run, tool_call_id__in=ids)}

@@ -67,8 +67,9 @@ class Run(models.Model):
         default=False, help_text="queued after losing its worker: busy workers yield to it")
 
     # The team that owns the run (a child inherits its parent's): who may see and act on it.
+    # No index of its own: run_team_agent (team, agent_name) serves lookups by team.
     team = models.ForeignKey("runs.Team", on_delete=models.PROTECT, related_name="runs",
-                             default=default_team_id)
+                             default=default_team_id, db_index=False)
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
@@ -123,6 +124,8 @@ class Run(models.Model):
                 condition=Q(status__in=sorted(s.value for s in STUCK)),
             ),
             models.Index(fields=["agent_name", "-updated_at"], name="run_agent_updated"),
+            # A team's agent names by index probes (runs.selectors_lists.run_agent_names).
+            models.Index(fields=["team", "agent_name"], name="run_team_agent"),
             models.Index(fields=["attention_signature"], name="run_signature"),
         ]
         constraints = [

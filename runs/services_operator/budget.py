@@ -48,7 +48,7 @@ def run_raise_budget(*, run: Run, actor: Any, reason: str = "", seconds: int | N
         data = {"old": _jsonable(old), "new": _jsonable(new), "by": who}
         event_append(run=run, events=[NewEvent(EventType.RUN_BUDGET_RAISED, data, actor=who)],
                      fields=new)
-        state = load_state(run.pk)
+        state = load_state(run)
         resumed = (run.status == RunStatus.BLOCKED
                    and run.attention_reason == BlockReason.BUDGET_EXHAUSTED
                    and budget_exhausted(run, state["usage"]) is None)

@@ -41,7 +41,7 @@ def run_locked(run: Run, statuses: Sequence[str], verb: str) -> Iterator[dict[st
         refusal = rollback_refusal(run) if verb != "roll back" else ""
         if refusal:
             raise ActionNotApplicable(refusal)
-        yield load_state(run.pk)
+        yield load_state(run)
 
 
 def requeue(run: Run, state: dict[str, Any], events: list[NewEvent], *, reason: str,

@@ -82,7 +82,7 @@ def _block_waiting(run: Run) -> None:
     detail = (f"budget exhausted: deadline {run.deadline.isoformat(timespec='seconds')} "
               f"passed while it waited for {what}; {then}")
     fields = attention_fields(run=run, category="budget", detail=detail,
-                              state=load_state(run.pk))
+                              state=load_state(run))
     events, also = _parked_call_failed(run, what)
     run_transition(run, RunStatus.BLOCKED, reason=block_reason("budget"), detail=detail,
                    actor=SYSTEM, fields=fields, events=events, also=also)

@@ -157,7 +157,7 @@ def run_confirm(*, run: Run, actor: Any, executed: bool, tool_call: ToolCall | s
             also = [toolcall_update(call, TC.CONFIRMED_NOT_EXECUTED, not_before=None)]
         also.append(_attempt_confirmed(call, TC.CONFIRMED_EXECUTED if executed
                                        else TC.CONFIRMED_NOT_EXECUTED))
-        state = load_state(run.pk)
+        state = load_state(run)
         requeue(run, state, events, reason="operator_confirm", actor=who, detail=reason,
                 also=also)
     return {"tool_call": call.tool_call_id, "tool": call.tool, "executed": executed,

@@ -43,7 +43,8 @@ from runs.engine.runtime.snapshots import load_state, snapshot_build
 from runs.engine.runtime.transition import run_transition
 from runs.errors import UnknownAgent
 from runs.event_types import EventType
-from runs.models import Event, Run
+from runs.models import Run
+from runs.models.event import run_events
 from runs.services_operator import rules
 from runs.services_operator.common import ROLLBACK_OWNER, actor_name, run_locked, state_projection
 from runs.services import run_cancel
@@ -72,7 +73,7 @@ class RollbackPlan:
 def rollback_plan(*, run: Run, to_seq: int | None = None) -> RollbackPlan:
     """Return what rolling ``run`` back to ``to_seq`` (default: before the current step) does."""
     to_seq = _checkpoint(run, to_seq)
-    state = load_state(run.pk, upto_seq=to_seq)
+    state = load_state(run, upto_seq=to_seq)
     if state["open_calls"]:
         raise ActionNotApplicable(f"event #{to_seq} is in the middle of a tool call; choose a "
                                   "checkpoint between calls (a step boundary)", to_seq=to_seq)
@@ -84,7 +85,7 @@ def rollback_plan(*, run: Run, to_seq: int | None = None) -> RollbackPlan:
 
 def _checkpoint(run: Run, to_seq: int | None) -> int:
     if to_seq is None:
-        first = (Event.objects.filter(run=run, type="step.started", data__step=run.current_step)
+        first = (run_events(run).filter(type="step.started", data__step=run.current_step)
                  .order_by("seq").values_list("seq", flat=True).first())
         if not run.current_step or first is None:
             raise ActionNotApplicable("choose the checkpoint (event number) to roll back to")
@@ -104,7 +105,7 @@ def tool_specs(run: Run) -> dict[str, ToolSpec]:
 
 
 def _calls_since(run: Run, to_seq: int) -> list[ToolCall]:
-    asked = Event.objects.filter(run=run, type="model.replied", seq__gt=to_seq)
+    asked = run_events(run).filter(type="model.replied", seq__gt=to_seq)
     ids = [c["id"] for data in asked.values_list("data", flat=True) for c in data.get("calls", [])]
     # Newest first: compensations undo effects in the reverse order they happened.
     return list(ToolCall.objects.filter(run=run, tool_call_id__in=ids).order_by("-id"))

@@ -227,7 +227,7 @@ def run_artifact(request: HttpRequest, run_id: Any, sha256: str) -> HttpResponse
     run = _detail(request, run_id).run
     if not can_see_results(request.user, run.team_id):
         raise PermissionDenied("Your role in this run's team does not allow reading results.")
-    if not sel.artifact_belongs_to_run(run_id=run.pk, sha256=sha256):
+    if not sel.artifact_belongs_to_run(run=run, sha256=sha256):
         raise Http404("no such artifact on this run")
     body = run_secrets(run_id).scrub_bytes(artifact_read(sha256))
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
@@ -242,7 +242,7 @@ def run_context(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show the messages the model would see if the run resumed now."""
     run = _detail(request, run_id).run
     try:
-        messages_ = context_build(load_state(run.pk), registry.get(run.agent_name,
+        messages_ = context_build(load_state(run), registry.get(run.agent_name,
                                                                    run.agent_version))
         error = ""
     except AgentOpsError as exc:

@@ -100,7 +100,7 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
     context = panel_context(request, detail)
     if not getattr(request, "htmx", False):
         context.update(
-            events=sel.event_page(run_id=run_id), event_types=EventType.values,
+            events=sel.event_page(run=detail.run), event_types=EventType.values,
             event_filter={"type": "", "tool_call_id": ""},
             ledger=sel.ledger_for_run(run_id=run_id),
             snapshots=sel.snapshots_for_run(run_id=run_id),
@@ -119,7 +119,7 @@ def run_page(request: HttpRequest, run_id: Any) -> HttpResponse:
 def run_events(request: HttpRequest, run_id: Any) -> HttpResponse:
     """Show a page of a run's events, newest first, filtered by type or tool call."""
     run = _detail(request, run_id).run
-    events = sel.event_page(run_id=run.pk, before_seq=int_or_none(request.GET.get("before")),
+    events = sel.event_page(run=run, before_seq=int_or_none(request.GET.get("before")),
                             type=request.GET.get("type", "")[:40],
                             tool_call_id=request.GET.get("tool_call_id", "")[:40])
     return page(request, "runs/detail.html",

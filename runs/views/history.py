@@ -39,7 +39,7 @@ def _why(request: HttpRequest, run: Any, errors: list[str]) -> CauseChain | None
         errors.append(f"“{asked[:20]}” is not an event number; no cause chain shown")
         return None
     try:
-        return event_cause_chain(run_id=run.pk, seq=seq)
+        return event_cause_chain(run=run, seq=seq)
     except EventNotFound:
         errors.append(f"the run has no event #{seq}; no cause chain shown")
         return None
@@ -58,7 +58,7 @@ def run_history(request: HttpRequest, run_id: Any) -> HttpResponse:
     after_seq = int_or_none(after)
     if after and after_seq is None:
         errors.append("the page cursor is not a sequence number; showing the first page")
-    events = event_history(run_id=run.pk, type=params["type"], text=params["q"],
+    events = event_history(run=run, type=params["type"], text=params["q"],
                            after_seq=after_seq, newest_first=params["order"] == "newest")
     context = {"run": run, "events": events, "params": params, "errors": errors,
                "why": _why(request, run, errors),

@@ -11,7 +11,7 @@ from approvals.roles import can_operate
 from runs import selectors as sel
 from runs.list_filters import list_query_parse
 from runs.scope import visible_teams
-from runs.selectors_lists import saved_view_list
+from runs.selectors_lists import run_agent_names, saved_view_list
 from runs.statuses import REASON_LABELS
 from runs.views import _dispatch
 from runs.views._common import page, role_required
@@ -31,7 +31,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     teams = visible_teams(request.user)
     context = {
         "tab": tab, "tabs": TAB_LABELS, "filters": filters, "grouped": grouped,
-        "counts": sel.run_counts_by_tab(teams=teams), "agents": sel.run_agent_names(teams=teams),
+        "counts": sel.run_counts_by_tab(teams=teams), "agents": run_agent_names(teams=teams),
         "teams": sel.team_choices(teams=teams),
         "reasons": list(REASON_LABELS.items()), "ages": list(sel.AGES),
         "filter_params": filters.as_params(), "query_errors": query.errors,

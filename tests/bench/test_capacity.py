@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 from psycopg import sql
 
+from agentops.db_budget import worker_host_sessions_max
 from bench._common import maintenance_url
 from bench.capacity_model import (AGENTS, Host, Primary, costs_load, doc_refresh,
                                   one_primary_limit, row)
@@ -129,3 +130,12 @@ def test_the_script_measures_a_real_worker_host_and_the_model_reads_its_line(tmp
                          text=True, timeout=60, check=True).stdout
     assert re.search(r"^\| worker hosts .* \| \d+ \+ 1 \|", out, re.M)
     assert "concurrent agents at L = 5 s; " in out
+
+
+def test_the_models_direct_sessions_are_what_the_doctor_counts_for_such_a_host(settings):
+    """The model's sessions per host come from the production count (agentops.db_budget)."""
+    host = Host(workers=3, db_pool_max=5)
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": host.workers}
+    settings.AGENTOPS_DB_POOL_MAX = host.db_pool_max
+    got = row(_costs(), 10_000, host=host)
+    assert got["sessions_direct"] == got["hosts"] * worker_host_sessions_max()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
+from agentops.db_budget import worker_host_sessions_max
 from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
@@ -70,7 +71,9 @@ def _warm_up() -> None:
 
 
 def _worker_sessions(pids: set[int]) -> int:
-    names = [f"%:{pid}" for pid in pids]
+    """Count the host's sessions: named ``host:pid`` (runs.pooler) or, the lease keeper's,
+    ``agentops-lease-keeper-pid`` (runs.engine.runtime.keeper), for a process of the host."""
+    names = [f"%:{pid}" for pid in pids] + [f"agentops-lease-keeper-{pid}" for pid in pids]
     with connection.cursor() as cur:
         cur.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE ANY(%s)",
                     [names])
@@ -79,6 +82,9 @@ def _worker_sessions(pids: set[int]) -> int:
 
 def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path):
     settings.AGENTOPS_ENQUEUE_TICKS = True
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 1}  # the worker's, below
+    settings.AGENTOPS_DB_POOL_MAX = POOL_MAX
+    budget = worker_host_sessions_max()  # 1 x (6 + 1 lease keeper) + 7 = 14
     peak = {"sessions": 0, "running": 0}
     with _remote_worker("dense", tmp_path, delay_s=DELAY_S, calls=CALLS - 1, env={
             "AGENTOPS_DB_POOL_MAX": str(POOL_MAX), "AGENTOPS_TICK_SLICE_S": "20"}) as worker:
@@ -107,9 +113,13 @@ def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path):
     # long enough that a loaded machine's slower claims still overlap half the runs.)
     assert wall < 25, f"{RUNS} runs took {wall:.1f}s (serial would be {RUNS * CALLS * DELAY_S}s)"
     assert peak_running >= RUNS // 2, f"at most {peak_running} runs were running at once"
-    # The pool of run slots plus the host's own: q2's sentinel with its pusher and monitor
-    # threads, the sweeper, the recoverer, the main thread (agentops.db_budget).
-    assert 0 < peak_sessions <= POOL_MAX + 5, f"{peak_sessions} sessions for {RUNS} runs"
+    # At most what agentops doctor budgets for this host (agentops.db_budget: one q2 process
+    # x (its pool + the lease keeper) + the host's own sessions), not an exact count: the
+    # pool opens connections as slots ask (POOL_MIN idle, more while runs are in flight)
+    # and closes idle ones again, the host's threads connect at their first query (12 in
+    # three runs here: the pool full, the keeper and five of the seven), and the peak is
+    # sampled every 0.1 s, so the figure reached depends on timing.
+    assert 0 < peak_sessions <= budget, f"{peak_sessions} sessions for {RUNS} runs"
 
 
 def test_leases_of_runs_waiting_on_their_model_are_renewed_together(settings, tmp_path):

@@ -54,11 +54,11 @@ def test_a_recovered_run_blocks_when_its_catalog_changed_while_no_worker_held_it
     recovered = Event.objects.get(run=run, type="run.recovered")
     assert recovered.caused_by.startswith("recovery:")
     for e in Event.objects.filter(run=run):
-        chain = event_cause_chain(run_id=run.pk, seq=e.seq)
+        chain = event_cause_chain(run=run, seq=e.seq)
         assert chain.root_kind in {"start", "recovery"}, (e.seq, e.type, e.caused_by)
         assert all(cause_seq(link.caused_by) == nxt.seq
                    for link, nxt in zip(chain.links, chain.links[1:]))
-    assert event_cause_chain(run_id=run.pk, seq=changed.seq).root_kind == "recovery"
+    assert event_cause_chain(run=run, seq=changed.seq).root_kind == "recovery"
 
     viewer = User.objects.create_user("watcher")
     viewer.groups.add(Group.objects.get_or_create(name="operators")[0])

@@ -152,3 +152,14 @@ def test_without_a_store_the_archiving_drop_keeps_the_partition(old_run, setting
     with pytest.raises(Exception, match="AGENTOPS_ARCHIVE_S3_BUCKET"):
         _drop_archiving()
     assert Event.objects.filter(run=old_run).exists()
+
+
+def test_a_log_read_back_lands_in_its_months_partition_when_that_is_there_again(store, old_run):
+    state = replay_state(old_run.pk)
+    _drop_archiving()
+    partition_make(run_month(OLD))  # the month made again (by hand, or an import of old runs)
+    assert replay_state(old_run) == state  # read back through the Run: its month only
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT tableoid::regclass::text FROM runs_event "
+                       "WHERE run_id = %s", [old_run.pk])
+        assert [row[0] for row in cursor.fetchall()] == ["runs_event_p202403"]

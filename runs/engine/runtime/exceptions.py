@@ -12,7 +12,7 @@ from typing import Any
 from ledger.models import ToolCall
 from runs.engine.core.outcome_state import refusals_open
 from ledger.statuses import ToolCallStatus
-from runs.models import Event
+from runs.models.event import run_events
 
 _WHAT = {
     "step_skipped": "step {step} was skipped; its work was not done",
@@ -50,7 +50,7 @@ def exception_what(item: dict[str, Any]) -> str:
 def exceptions_resolve(run_id: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return ``items`` with what/who/when filled in (when = the time of the event's seq)."""
     seqs = {i["seq"] for i in items if i.get("seq")}
-    at = dict(Event.objects.filter(run_id=run_id, seq__in=seqs).values_list("seq", "at")) \
+    at = dict(run_events(run_id).filter(seq__in=seqs).values_list("seq", "at")) \
         if seqs else {}
     out = []
     for item in items:

@@ -146,7 +146,7 @@ def _lately(question: str, ask: Callable[[], bool]) -> bool:
 def session_open(run: Run, worker: str) -> RunSession | None:
     """Return a session on the claimed run, or None after blocking it (version, schema)."""
     try:
-        state = load_state(run.pk)
+        state = load_state(run)
     except UnknownSchemaVersion as exc:
         block_unopened(run, "version_mismatch", exc.message)
         return None

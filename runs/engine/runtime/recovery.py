@@ -263,7 +263,7 @@ def _recovered_event(run_id: Any, count: int, owner: str, dead_owner: str) -> Ne
 def _state_or_empty(run: Run) -> dict[str, Any]:
     """Return the run's state for its recommendation (progress); empty if it cannot load."""
     try:
-        return load_state(run.pk)
+        return load_state(run)
     except UnknownSchemaVersion:
         return reducer.empty_state()
 

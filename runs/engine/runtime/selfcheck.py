@@ -36,7 +36,8 @@ from runs.engine.runtime.outcomes import block
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import replay_state
 from runs.event_types import EventType
-from runs.models import Event, Run
+from runs.models import Run
+from runs.models.event import run_events
 from runs.statuses import RunStatus
 
 RESTORE_EVENTS = ("run.recovered", "run.forked", "run.migrated", "run.imported")
@@ -68,7 +69,7 @@ def self_check(*, run: Run, state: dict[str, Any]) -> list[str]:
 def _due(run: Run, state: dict[str, Any], migrated: bool) -> bool:
     if not (migrated or state["recoveries"] or run.forked_from_id or state.get("imported")):
         return False
-    return Event.objects.filter(run_id=run.pk, type__in=RESTORE_EVENTS,
+    return run_events(run).filter(type__in=RESTORE_EVENTS,
                                 seq__gt=state.get("self_checked", 0)).exists()
 
 
@@ -76,7 +77,7 @@ def _goal(run: Run, state: dict[str, Any]) -> list[str]:
     goal = state["run"].get("goal")
     if not goal:
         return ["the goal is missing from the restored state"]
-    created = (Event.objects.filter(run_id=run.pk, type="run.created").order_by("seq")
+    created = (run_events(run).filter(type="run.created").order_by("seq")
                .values_list("data", flat=True).first()) or {}
     if created.get("goal") != goal or run.goal != goal:
         return [f"the goal changed: the run was created with {created.get('goal')!r}, "
@@ -85,7 +86,7 @@ def _goal(run: Run, state: dict[str, Any]) -> list[str]:
 
 
 def _steps(run: Run, state: dict[str, Any]) -> list[str]:
-    logged = replay_state(run.pk)["steps"]
+    logged = replay_state(run)["steps"]
     out = []
     for key in sorted(set(state["steps"]) | set(logged)):
         mine = state["steps"].get(key, {}).get("status", "absent")

@@ -68,9 +68,12 @@ def snapshot_build(*, run_id: Any, state: dict[str, Any], phase: str, agent_vers
     )
 
 
-def load_state(run_id: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
-    """Return the state of a run: its latest snapshot (at or before ``upto_seq``) + the tail."""
-    snaps = Snapshot.objects.filter(run_id=run_id)
+def load_state(run: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
+    """Return the state of a run: its latest snapshot (at or before ``upto_seq``) + the tail.
+
+    ``run`` is the Run or its id; given the Run, the tail is read from its partition only.
+    """
+    snaps = Snapshot.objects.filter(run_id=getattr(run, "pk", run))
     if upto_seq is not None:
         snaps = snaps.filter(seq__lte=upto_seq)
     snap = snaps.order_by("-seq").values("seq", "state", "schema_version").first()
@@ -79,7 +82,7 @@ def load_state(run_id: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
     else:
         base = migrate_state(snap["state"], snap["schema_version"])
         after = snap["seq"]
-    tail = event_tail(run_id, after)
+    tail = event_tail(run, after)
     if upto_seq is not None:
         tail = [e for e in tail if e["seq"] <= upto_seq]
     for event in tail:
@@ -87,6 +90,6 @@ def load_state(run_id: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
     return base
 
 
-def replay_state(run_id: Any) -> dict[str, Any]:
-    """Return the state rebuilt from the whole event log, ignoring snapshots."""
-    return reducer.fold(reducer.empty_state(), event_tail(run_id, 0))
+def replay_state(run: Any) -> dict[str, Any]:
+    """Return the state rebuilt from the whole event log (of the Run, or its id), no snapshots."""
+    return reducer.fold(reducer.empty_state(), event_tail(run, 0))

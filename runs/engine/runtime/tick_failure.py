@@ -113,7 +113,7 @@ def _block(run: Run, worker: str, session: RunSession | None, category: str, det
     fresh = Run.objects.get(pk=run.pk)
     if fresh.status != RunStatus.RUNNING or fresh.lease_owner != worker:
         return "lease_lost"
-    state = load_state(fresh.pk)
+    state = load_state(fresh)
     if session is None:
         block_unopened(fresh, category, detail, state=state)
         return RunStatus.BLOCKED

@@ -43,7 +43,8 @@ from agentops.observability.tracing import (
 from ledger.artifacts import artifact_put
 from opentelemetry.trace import SpanKind
 from runs.event_types import EventType
-from runs.models import Event, Run, Step
+from runs.models import Run, Step
+from runs.models.event import run_events
 
 PREVIEW_CHARS = 500
 # What the hooks hand back with tracing off: shared, never built per call.
@@ -97,7 +98,7 @@ def _ids(ref: SpanRef) -> dict[str, str]:
 def _attempt_started(run: Run, attempt: int) -> dt.datetime:
     """Return when ``attempt`` began: the run's start, or the recovery that opened it."""
     if attempt > 1:
-        at = (Event.objects.filter(run_id=run.pk, type=EventType.RUN_RECOVERED,
+        at = (run_events(run).filter(type=EventType.RUN_RECOVERED,
                                    data__recoveries=attempt - 1)
               .values_list("at", flat=True).first())
         if at is not None:
@@ -311,7 +312,7 @@ def attempt_lost(run: Run, lost_attempt: int) -> None:
         return
     run_id = str(run.pk)
     started = _attempt_started(run, lost_attempt)
-    end = _last_work(run.pk, lost_attempt) or clock.now()
+    end = _last_work(run, lost_attempt) or clock.now()
     step = run.current_step
     if step:
         step_at = (Step.objects.filter(run_id=run.pk, key=step)
@@ -321,9 +322,9 @@ def attempt_lost(run: Run, lost_attempt: int) -> None:
     _root_emit(run_id, lost_attempt, run.agent_name, started, end, "worker_lost", "worker_lost")
 
 
-def _last_work(run_id: Any, lost_attempt: int) -> dt.datetime | None:
+def _last_work(run: Run, lost_attempt: int) -> dt.datetime | None:
     """Return when the lost attempt's last event was written (before its recovery)."""
-    events = Event.objects.filter(run_id=run_id)
+    events = run_events(run)
     recovered = (events.filter(type=EventType.RUN_RECOVERED, data__recoveries=lost_attempt)
                  .values_list("seq", flat=True).first())
     if recovered is not None:

@@ -28,4 +28,4 @@ def agent_migrate(run: Run, state: dict) -> tuple[Agent, dict] | None:
         version = to_version
     event_append(run=run, events=events, expected_version=run.version,
                  fields={"agent_version": version})
-    return registry.get(run.agent_name, version), load_state(run.pk)
+    return registry.get(run.agent_name, version), load_state(run)

@@ -27,7 +27,8 @@ from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.outcomes import block
 from runs.engine.runtime.session import RunSession
 from runs.event_types import EventType
-from runs.models import Event, Run
+from runs.models import Run
+from runs.models.event import run_events
 
 log = logging.getLogger(__name__)
 MAX_VERSION = 200
@@ -117,7 +118,7 @@ def world_change_last(run: Run) -> dict[str, Any] | None:
     """Return the newest ``world.changed`` event of a run blocked by it (for its panel), or None."""
     if run.attention_reason != "world_changed":
         return None
-    row = (Event.objects.filter(run=run, type=EventType.WORLD_CHANGED).order_by("-seq")
+    row = (run_events(run).filter(type=EventType.WORLD_CHANGED).order_by("-seq")
            .values("seq", "at", "data").first())
     if row is None:
         return None
