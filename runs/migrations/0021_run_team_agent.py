@@ -2,8 +2,6 @@
 runs.selectors_lists.run_agent_names): an index on (team, agent_name), which also serves every
 lookup by team, replaces the team foreign key's own index, so a run still writes one index
 entry for its team. Made first, dropped second: lookups by team always have an index.
-
-A placeholder name: the lead renumbers it after runs 0020_run_stuck_order.
 """
 
 import django.db.models.deletion
