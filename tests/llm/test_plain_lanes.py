@@ -5,10 +5,13 @@ so a reply can be cut midway, trickled past the deadline, or close the connectio
 """
 from __future__ import annotations
 
+import datetime
 import gzip
+import ipaddress
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
 import zlib
@@ -17,6 +20,10 @@ from dataclasses import dataclass, field
 
 import openai
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from agentops.llm.http_lanes import HttpLanes, model_lanes
 from agentops.llm.plain_lanes import PlainLanes
@@ -33,6 +40,7 @@ class RawServer:
     url: str = ""
     scripts: list[Script] = field(default_factory=list)
     requests: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # (peer port, head, body)
+    tls: ssl.SSLContext | None = None  # set: connections are accepted over TLS
 
     def lanes(self, *, timeout_s: float = 5, keep: int = 4, expiry: float | None = 5.0) -> PlainLanes:
         """Return lanes posting to this server."""
@@ -68,7 +76,12 @@ def raw() -> Iterator[RawServer]:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up first
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    class Server(socketserver.ThreadingTCPServer):
+        def get_request(self) -> tuple[socket.socket, object]:
+            conn, peer = super().get_request()
+            return (state.tls.wrap_socket(conn, server_side=True) if state.tls else conn), peer
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions?x=1"
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
@@ -259,3 +272,42 @@ def test_a_proxied_url_goes_out_on_the_sdk_clients_lanes(raw: RawServer, monkeyp
     plain = model_lanes(openai.DefaultHttpxClient, raw.url, {}, timeout_s=5, keep=1,
                         keepalive_expiry=5.0)
     assert isinstance(plain, PlainLanes) and plain.post_json(b"{}", error_of) == {"via": "plain"}
+
+
+def _self_signed(tmp_path) -> tuple[str, str]:
+    """Write a certificate for 127.0.0.1 and its key; return their paths."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_path), str(key_path)
+
+
+def test_https_goes_out_over_tls_and_checks_the_certificate(raw: RawServer, tmp_path) -> None:
+    """An https URL is spoken over TLS with the context given: a certificate it trusts is
+    answered on one kept-alive connection; one it does not trust is a failed call."""
+    cert, key = _self_signed(tmp_path)
+    raw.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    raw.tls.load_cert_chain(cert, key)
+    raw.scripts += [answer(b'{"tls": 1}'), answer(b'{"tls": 2}')]
+    url = raw.url.replace("http:", "https:")
+    trusting = ssl.create_default_context(cafile=cert)
+    lanes = PlainLanes(url, {}, timeout_s=5, keep=1, keepalive_expiry=5.0, tls=trusting)
+    assert lanes.post_json(b"{}", error_of) == {"tls": 1}
+    assert lanes.post_json(b"{}", error_of) == {"tls": 2}
+    assert len({peer for peer, _, _ in raw.requests}) == 1
+    strangers = PlainLanes(url, {}, timeout_s=5, keep=1, keepalive_expiry=5.0,
+                           tls=ssl.create_default_context())
+    with pytest.raises(ServerError, match="^server_error: connection failed$"):
+        strangers.post_json(b"{}", error_of)
