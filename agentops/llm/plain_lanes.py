@@ -21,6 +21,11 @@ What stays as the SDK's client had it:
 The timeout is a deadline for the whole exchange (connect, send, the answer read in full):
 each socket operation waits at most what is left of ``timeout_s``, so a server that trickles
 its answer cannot hold a run slot past it.
+
+A lane is a socket of its own (not an ``http.client.HTTPConnection``, whose request path
+validates every header on every call and sends the head and the body in two packets): the
+request line and headers are built once, a call sends them with the Content-Length and the
+body in one ``sendall``, and ``http.client.HTTPResponse`` reads the answer.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import collections
 import http.client
 import json
 import select
+import socket
 import ssl
 import time
 import urllib.parse
@@ -64,8 +70,22 @@ class PlainReply:
             return self.content.decode("utf-8", errors="replace")
 
 
+class _Lane:
+    """One keep-alive connection (None until connected, and again once closed)."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
 class PlainLanes:
-    """Keep-alive ``http.client`` connections to one URL, at most ``keep`` of them kept idle."""
+    """Keep-alive connections to one URL, at most ``keep`` of them kept idle."""
 
     def __init__(self, url: str, headers: Mapping[str, str], *, timeout_s: float, keep: int,
                  keepalive_expiry: float | None, tls: ssl.SSLContext | None) -> None:
@@ -75,15 +95,14 @@ class PlainLanes:
         self._https = parts.scheme == "https"
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if self._https else 80)
-        self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._headers = dict(headers)
+        self._head = _request_head(parts, headers)
         self._timeout_s = timeout_s
         self._keep = max(1, keep)
         self._expiry = keepalive_expiry
         self._tls = tls
         if tls is not None:
             tls.set_alpn_protocols(["http/1.1"])
-        self._idle: collections.deque[tuple[http.client.HTTPConnection, float]] = collections.deque()
+        self._idle: collections.deque[tuple[_Lane, float]] = collections.deque()
 
     def post_json(self, content: bytes, error_of: Callable[[Any], ModelError]) -> Any:
         """POST ``content`` and return the decoded JSON reply; raise the ModelError for a
@@ -100,71 +119,89 @@ class PlainLanes:
     def send(self, content: bytes) -> PlainReply:
         """POST ``content`` on an idle lane (a new one when none is idle); return the answer,
         read in full and decoded."""
-        conn = self._take()
+        lane = self._take()
         done = True  # unless the exchange ends well on a connection the server keeps open
         try:
-            reply, done = self._exchange(conn, content, time.monotonic() + self._timeout_s)
+            reply, done = self._exchange(lane, content, time.monotonic() + self._timeout_s)
         except TimeoutError:
             raise transport_error(timed_out=True) from None
         except (OSError, *_GARBLED):
             raise transport_error(timed_out=False) from None
         finally:
             if done:
-                conn.close()  # reconnects on its next request
-            self._give(conn)
+                lane.close()  # connects anew on its next call
+            self._give(lane)
         return reply
 
-    def _take(self) -> http.client.HTTPConnection:
-        """Return an idle connection (closed first when no longer fit to send on), else a new
-        unconnected one."""
+    def _take(self) -> _Lane:
+        """Return an idle lane (its connection closed first when no longer fit to send on),
+        else a new unconnected one."""
         try:
-            conn, since = self._idle.pop()
+            lane, since = self._idle.pop()
         except IndexError:
-            return self._new()
-        if conn.sock is not None and self._stale(conn, since):
-            conn.close()
-        return conn
+            return _Lane()
+        if lane.sock is not None and self._stale(lane.sock, since):
+            lane.close()
+        return lane
 
-    def _stale(self, conn: http.client.HTTPConnection, since: float) -> bool:
+    def _stale(self, sock: socket.socket, since: float) -> bool:
         """Tell whether an idle connection is past its keep-alive or closed by the server
         (readable while idle: an end of stream or bytes nobody asked for)."""
         if self._expiry is not None and time.monotonic() - since > self._expiry:
             return True
         poll = select.poll()
-        poll.register(conn.sock, select.POLLIN)
+        poll.register(sock, select.POLLIN)
         return bool(poll.poll(0))
 
-    def _give(self, conn: http.client.HTTPConnection) -> None:
+    def _give(self, lane: _Lane) -> None:
         if len(self._idle) < self._keep:
-            self._idle.append((conn, time.monotonic()))
+            self._idle.append((lane, time.monotonic()))
         else:
-            conn.close()
+            lane.close()
 
-    def _new(self) -> http.client.HTTPConnection:
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout_s,
-                                               context=self._tls)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
-
-    def _exchange(self, conn: http.client.HTTPConnection, content: bytes,
-                  deadline: float) -> tuple[PlainReply, bool]:
-        """Send the POST and read its answer by ``deadline``; return the answer and whether
-        the server closes the connection after it."""
-        conn.timeout = _left(deadline)  # connecting (when not connected) waits this long
-        if conn.sock is not None:
-            conn.sock.settimeout(conn.timeout)
-        conn.request("POST", self._target, content, self._headers)
-        sock = conn.sock  # the answer keeps it when the server closes (conn.sock is then None)
-        sock.settimeout(_left(deadline))
-        response = conn.getresponse()
+    def _connect(self, timeout_s: float) -> socket.socket:
+        sock = socket.create_connection((self._host, self._port), timeout_s)
         try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                return self._tls.wrap_socket(sock, server_hostname=self._host)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _exchange(self, lane: _Lane, content: bytes, deadline: float) -> tuple[PlainReply, bool]:
+        """Send the POST (head and body in one send) and read its answer by ``deadline``;
+        return the answer and whether the server closes the connection after it."""
+        if lane.sock is None:
+            lane.sock = self._connect(_left(deadline))
+        sock = lane.sock
+        sock.settimeout(_left(deadline))
+        sock.sendall(b"%s%d\r\n\r\n%s" % (self._head, len(content), content))
+        sock.settimeout(_left(deadline))
+        response = http.client.HTTPResponse(sock, method="POST")
+        try:
+            response.begin()
             body = _body(response, sock, deadline)
         finally:
             response.close()
         return PlainReply(response.status, response.headers, body), response.will_close
 
 
-def _body(response: http.client.HTTPResponse, sock: Any, deadline: float) -> bytes:
+def _request_head(parts: urllib.parse.SplitResult, headers: Mapping[str, str]) -> bytes:
+    """Return the request line and headers of every call, up to the Content-Length's value."""
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host}{f':{parts.port}' if parts.port else ''}"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k.lower() not in ("host", "content-length")]
+    if any(c in line for line in lines for c in "\r\n\0"):
+        raise ValueError("a header name or value holds a line break")
+    head = "\r\n".join(lines + ["Content-Length: "])
+    return head.encode("latin-1")
+
+
+def _body(response: http.client.HTTPResponse, sock: socket.socket, deadline: float) -> bytes:
     """Read the answer's body in full by ``deadline`` and undo its Content-Encoding."""
     chunks = []
     while chunk := response.read1(_READ):

@@ -113,7 +113,14 @@ def test_posts_the_body_and_headers_and_reads_the_json(raw: RawServer) -> None:
     _, head, body = raw.requests[0]
     assert head.startswith(b"POST /v1/chat/completions?x=1 HTTP/1.1\r\n")
     assert b"x-test: 1\r\n" in head and b"content-length: 8\r\n" in head.lower()
+    assert f"Host: {raw.url.split('/')[2]}\r\n".encode() in head
     assert body == b'{"q": 1}'
+
+
+def test_a_header_with_a_line_break_is_refused() -> None:
+    with pytest.raises(ValueError, match="line break"):
+        PlainLanes("http://127.0.0.1:9/v1", {"x-evil": "1\r\nx-more: 2"}, timeout_s=1, keep=1,
+                   keepalive_expiry=None, tls=None)
 
 
 def test_calls_one_after_another_reuse_one_connection(raw: RawServer) -> None:
