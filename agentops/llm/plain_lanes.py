@@ -3,7 +3,7 @@
 A plain call is one POST of a JSON body and one JSON answer read in full. The SDK's HTTP
 stack (httpx, httpcore, h11: request and response models, header normalisation, a pool per
 lane, an event-driven HTTP/1.1 parser) cost more CPU than the rest of a model step; here a
-lane is one keep-alive ``http.client`` connection, taken from a deque of idle ones (the
+lane is one keep-alive connection, taken from a deque of idle ones (the
 most recently used first) and given back after the answer was read.
 
 What stays as the SDK's client had it:
