@@ -18,6 +18,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 
 from agentops import toolschema
+from agentops.schema_quick import quick_check
 from ledger.errors import ToolInvalidArguments
 from ledger.statuses import effect_class_of, reversibility_of
 
@@ -213,7 +214,9 @@ class ToolSpec:
             raise ToolInvalidArguments(f"arguments for {self.name} must be a JSON object",
                                        tool=self.name, path="(top level)")
         args = toolschema.drop_unset_nulls(self.parameters, args)
-        problems = toolschema.schema_problems(self._validator(), args)
+        quick = quick_check(self.parameters)
+        problems = [] if quick is not None and quick(args) else toolschema.schema_problems(
+            self._validator(), args)
         if problems:
             raise toolschema.invalid(self.name, problems)
         if self.args_model is not None:  # custom validators the JSON schema cannot express

@@ -23,7 +23,7 @@ from agentops.llm.protocol import (
     ToolCallRequest,
     Usage,
 )
-from agentops.llm.http_lanes import HttpLanes
+from agentops.llm.http_lanes import http_library, merged_headers, model_lanes
 from agentops.llm.provider_errors import (
     cut_stream,
     garbled_stream,
@@ -59,17 +59,17 @@ class AnthropicClient:
         self._sdk = anthropic.Anthropic(api_key=api_key or "no-key", base_url=base_url,
                                         timeout=timeout_s, max_retries=0, http_client=self._http)
         # The SDK's own client serves streamed calls; plain calls go out on lanes.
-        self._lanes = HttpLanes(anthropic.DefaultHttpxClient, timeout_s=timeout_s,
-                                keep=keep_alive or 1, keepalive_expiry=_keepalive_expiry())
-        self._lib = self._lanes.lib
+        self._lib = http_library(anthropic.DefaultHttpxClient)
         # What the SDK sends with every request (the HTTP client's own headers, then the SDK's
         # identity headers, anthropic-version, the key as it words it, the retry count and read
         # timeout), built once: a plain call is then the body, one send and one JSON parse.
-        self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/v1/messages")
-        self._headers = self._lib.Headers({
-            **self._http.headers,
-            "x-stainless-retry-count": "0", "x-stainless-read-timeout": str(timeout_s),
-            **{k: v for k, v in self._sdk.default_headers.items() if isinstance(v, str)}})
+        headers = merged_headers(self._http.headers, {
+            "x-stainless-retry-count": "0", "x-stainless-read-timeout": str(timeout_s)},
+            self._sdk.default_headers)
+        self._lanes = model_lanes(anthropic.DefaultHttpxClient,
+                                  f"{str(self._sdk.base_url).rstrip('/')}/v1/messages", headers,
+                                  timeout_s=timeout_s, keep=keep_alive or 1,
+                                  keepalive_expiry=_keepalive_expiry())
 
     def complete(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  tool_choice: str | dict[str, Any] | None = None, max_tokens: int | None = None,
@@ -121,14 +121,14 @@ class AnthropicClient:
         raise cut_stream("no message_stop", text)
 
     def _post(self, body: dict[str, Any]) -> Any:
-        """POST /v1/messages on the SDK's own HTTP client and return the decoded JSON.
+        """POST /v1/messages on a lane (agentops.llm.http_lanes) and return the decoded JSON.
 
         The request carries what the SDK's would (its headers, the key, its timeout) and a
         failure maps as the SDK's would; but the SDK's request path (options, URL, header and
         body building, then a typed Message) doubled the CPU of a call, the most of any part
         of a step with hundreds of runs in flight. Streamed calls still go through the SDK.
         """
-        return self._lanes.post_json(self._url, self._headers, _ENCODER.encode(body).encode(), _response_error)
+        return self._lanes.post_json(_ENCODER.encode(body).encode(), _response_error)
 
 
 def _keepalive_expiry() -> float | None:

@@ -8,7 +8,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from agentops.llm.http_lanes import HttpLanes
+from agentops.llm.http_lanes import merged_headers, model_lanes
 from agentops.llm.protocol import (
     ModelError,
     ModelOptions,
@@ -73,18 +73,16 @@ class OpenAICompatClient:
         http = openai.DefaultHttpxClient(timeout=timeout_s)
         self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or _NO_KEY,
                                   timeout=timeout_s, max_retries=0, http_client=http)
-        self._lanes = HttpLanes(openai.DefaultHttpxClient, timeout_s=timeout_s,
-                                keep=keep_alive or 1,
-                                keepalive_expiry=openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry)
-        self._lib = self._lanes.lib
         # What the SDK sends with every request (the HTTP client's own headers, its identity
         # headers, the retry count and the key as a bearer token), built once: a plain call is
         # then the body, one send and one JSON parse.
-        self._url = self._lib.URL(f"{str(self._sdk.base_url).rstrip('/')}/chat/completions")
-        self._headers = self._lib.Headers({
-            **http.headers, "x-stainless-retry-count": "0",
-            **{k: v for k, v in self._sdk.default_headers.items() if isinstance(v, str)},
-            "Authorization": f"Bearer {self._sdk.api_key}"})
+        headers = merged_headers(http.headers, {"x-stainless-retry-count": "0"},
+                                 self._sdk.default_headers,
+                                 {"Authorization": f"Bearer {self._sdk.api_key}"})
+        self._lanes = model_lanes(openai.DefaultHttpxClient,
+                                  f"{str(self._sdk.base_url).rstrip('/')}/chat/completions",
+                                  headers, timeout_s=timeout_s, keep=keep_alive or 1,
+                                  keepalive_expiry=openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry)
 
     def complete(
         self,
@@ -125,8 +123,8 @@ class OpenAICompatClient:
             raise garbled_stream(exc) from None
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST /chat/completions on a lane (agentops.llm.http_lanes) of the SDK's own HTTP
-        client class and return the decoded JSON.
+        """POST /chat/completions on a lane (agentops.llm.http_lanes) and return the decoded
+        JSON.
 
         The request carries what the SDK's would (its headers, the key as a bearer token, its
         timeout) and a failure maps as the SDK's would; but the SDK's request path (options,
@@ -134,7 +132,7 @@ class OpenAICompatClient:
         HTTP call itself, the most of any part of a step with hundreds of runs in flight.
         Streamed calls still go through the SDK (its event-stream parser).
         """
-        return self._lanes.post_json(self._url, self._headers, json.dumps(body).encode(), _response_error)
+        return self._lanes.post_json(json.dumps(body).encode(), _response_error)
 
     def _reply(self, completion: Any) -> ModelReply:
         """Convert a decoded chat.completion into a ModelReply; a malformed one is a ServerError."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema.validators
 
+from agentops.schema_quick import quick_check
 from agentops.llm.protocol import ModelReply, Usage
 
 Send = Callable[[list[dict[str, Any]]], ModelReply]
@@ -60,6 +61,9 @@ def reply_problems(reply: ModelReply, *, tools: list[dict[str, Any]],
 
 def _schema_errors(name: str, schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
     """Return the schema's complaints about ``args`` (the strict form's nulls are allowed)."""
+    quick = quick_check(schema)
+    if quick is not None and quick(args):
+        return []
     cls = jsonschema.validators.validator_for(schema)
     out = []
     for err in cls(schema).iter_errors(args):
