@@ -6,7 +6,9 @@ one session per thread behind. ``web_pool_enable`` (called by ``agentops.asgi``)
 whole process from one psycopg pool of at most ``AGENTOPS_WEB_DB_POOL_MAX`` connections: a
 request takes one at its first query and hands it back when it ends; a request that finds
 every connection busy waits for one (up to ``AGENTOPS_DB_POOL_TIMEOUT_S``). Idle connections
-above the pool's minimum are closed one per ``AGENTOPS_DB_POOL_IDLE_S``.
+above the pool's minimum are closed one per ``AGENTOPS_DB_POOL_IDLE_S``. The read replica's
+connections (AGENTOPS_REPLICA_URL) come from a second pool of the same size, so a page read
+from the standby does not open a session to it.
 
 ``session_budget()`` states the maximum of every process kind (docs/deploy.md) and
 ``agentops doctor`` compares their sum for the configured hosts with the server's
@@ -25,6 +27,7 @@ from runs.pooler import session_name
 
 POOL_MIN = 2  # connections a pool keeps open when idle (web and worker processes alike)
 REPLICA_ALIAS = "replica"  # agentops.replica.router.REPLICA (a layer above this one)
+REPLICA_WAIT_S = 2.0  # a page's wait for a standby connection without a connect_timeout
 
 
 def web_pool_enable() -> None:
@@ -46,11 +49,28 @@ def web_pool_enable() -> None:
                        "max_idle": settings.AGENTOPS_DB_POOL_IDLE_S,
                        "name": f"agentops-web-{worker_name()}"}
     db["CONN_MAX_AGE"] = 0  # Django requires it with a pool: close() hands back to the pool
-    # The standby's (agentops.replica) is not pooled: closed when its request ends, so a
-    # process holds one per request in flight, not one per request thread ever made.
+    _replica_pool_enable()
+
+
+def _replica_pool_enable() -> None:
+    """Pool the standby's connections (agentops.replica) too, at most the primary pool's size.
+
+    A page reads the standby only while it holds one of the primary pool's connections, so
+    no more than ``web_sessions_max()`` requests want it at once. A page waits for a
+    standby connection no longer than the standby's ``connect_timeout`` (a dead standby
+    costs a page what an unpooled connect to it cost), then reads the primary.
+    """
     replica = connections.settings.get(REPLICA_ALIAS)
-    if replica is not None:
-        replica["CONN_MAX_AGE"] = 0
+    if replica is None:
+        return
+    options = replica.setdefault("OPTIONS", {})
+    options.setdefault("application_name", session_name())
+    options["pool"] = {"min_size": min(POOL_MIN, web_replica_sessions_max()),
+                       "max_size": web_replica_sessions_max(),
+                       "timeout": float(options.get("connect_timeout", REPLICA_WAIT_S)),
+                       "max_idle": settings.AGENTOPS_DB_POOL_IDLE_S,
+                       "name": f"agentops-web-replica-{worker_name()}"}
+    replica["CONN_MAX_AGE"] = 0
 
 
 def web_sessions_max() -> int:
@@ -61,9 +81,9 @@ def web_sessions_max() -> int:
 def web_replica_sessions_max() -> int:
     """Return the standby sessions one web process may hold (AGENTOPS_REPLICA_URL set).
 
-    One per request in flight, closed when it ends; a page reaches the standby only after
-    its first query (the signed-in session) took one of the pool's connections, so no more
-    requests than the pool's size read it at once.
+    The size of its standby pool (``web_pool_enable``): a page reaches the standby only
+    after its first query (the signed-in session) took one of the primary pool's
+    connections, so no more requests than that pool's size read it at once.
     """
     return web_sessions_max()
 

@@ -246,8 +246,8 @@ if AGENTOPS_REPLICA_URL:
         raise ValueError("AGENTOPS_REPLICA_URL must be a postgres:// URL, got "
                          f"{AGENTOPS_REPLICA_URL!r}")
     # A replica that does not answer costs a page this long before it reads the primary
-    # (and one page per 5 s after that, agentops.replica.probe). Not pooled in a web process
-    # (agentops.db_budget): a pool would make a page wait its timeout for a dead replica.
+    # (and one page per 5 s after that, agentops.replica.probe). A web process pools it
+    # (agentops.db_budget) and waits this long for one of the pool's connections, no longer.
     DATABASES["replica"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 2)
     # A test run makes no second test database: the replica alias is the primary's there.
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}

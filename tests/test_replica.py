@@ -11,19 +11,20 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 from django.contrib.auth.models import User
-from django.core.handlers.asgi import ASGIHandler
-from django.core.signals import request_finished
 from django.db import connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from agentops.db_budget import web_pool_enable
 from agentops.doctor import doctor_checks
 from agentops.replica.probe import _cache, replica_status
 from runs.models import Event, Run
@@ -163,32 +164,67 @@ def test_the_doctor_counts_web_sessions_against_the_replicas_own_max_connections
     assert not check.ok and "raise the replica's max_connections" in check.message
 
 
-def test_a_web_process_holds_a_replica_session_only_while_a_request_reads_it(pair, people):
-    """The web pool's set-up (agentops.asgi) makes the standby's connections close when
-    their request ends: the doctor's bound (one per request in flight) holds, where a
-    persistent one (DB_CONN_MAX_AGE) would stay behind in every request thread. The test
-    client keeps connections across requests, so the end of a request is signalled here as
-    Django's handler signals it (request_finished)."""
-    default, replica = connections["default"].settings_dict, connections["replica"].settings_dict
-    options = default.setdefault("OPTIONS", {})  # web_pool_enable adds its pool in there
-    saved_default, saved_options, saved_replica = dict(default), dict(options), dict(replica)
-    replica["CONN_MAX_AGE"] = 600  # what production's DB_CONN_MAX_AGE gives it
-    try:
-        for pooled, kept in ((False, True), (True, False)):
-            if pooled:
-                web_pool_enable()
-                options.clear()  # this test process keeps its unpooled primary
-                options.update(saved_options)
-                default.clear()
-                default.update(saved_default)
-            connections["replica"].close()
-            assert people["reader"].get("/?tab=all").status_code == 200
-            assert connections["replica"].connection is not None  # the page read the replica
-            request_finished.send(sender=ASGIHandler)
-            assert (connections["replica"].connection is not None) is kept
-    finally:
-        replica.clear()
-        replica.update(saved_replica)
+def test_a_web_process_reads_the_standby_through_its_bounded_pool(pair, people, tmp_path,
+                                                                 settings):
+    """A real daphne (agentops.asgi) on the pair serves 5 bursts of 40 simultaneous queue
+    pages from the standby: they share its pool of AGENTOPS_WEB_DB_POOL_MAX (4) standby
+    sessions, where an unpooled standby opened one session per page. The standby never
+    holds more of the process's sessions than the doctor's bound."""
+    from agentops.db_budget import web_replica_sessions_max
+    from tests.e2e.test_connection_budget import daphne_server
+
+    cookie = f"sessionid={people['reader'].cookies['sessionid'].value}"
+    env = {"AGENTOPS_REPLICA_URL": pair.url("standby"), "AGENTOPS_WEB_DB_POOL_MAX": "4",
+           "SECRET_KEY": settings.SECRET_KEY, "AGENTOPS_STATIC_FINDERS": "1"}
+    with daphne_server(tmp_path, **env) as (proc, base):
+        with StandbySessions(pair.url("standby"), proc.pid) as seen:
+            statuses = []
+            for _ in range(5):
+                statuses += _burst(f"{base}/?tab=all", cookie, 40)
+    assert statuses == [200] * 200, statuses
+    settings.AGENTOPS_WEB_DB_POOL_MAX = 4
+    assert 1 <= seen.peak <= web_replica_sessions_max() == 4, seen.peak
+    assert 1 <= len(seen.sessions) <= 4, f"{len(seen.sessions)} standby sessions for 200 pages"
+
+
+class StandbySessions:
+    """Sample one process's sessions on the standby (application_name ``host:pid``) every
+    few milliseconds on a thread: the most open at once, and every session seen."""
+
+    def __init__(self, url: str, pid: int) -> None:
+        self.conn, self.name = psycopg.connect(url, autocommit=True), f"%:{pid}"
+        self.peak, self.sessions = 0, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            rows = self.conn.execute("SELECT pid, backend_start FROM pg_stat_activity "
+                                     "WHERE application_name LIKE %s", [self.name]).fetchall()
+            self.peak = max(self.peak, len(rows))
+            self.sessions.update(rows)
+            time.sleep(0.005)
+
+    def __enter__(self) -> StandbySessions:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.conn.close()
+
+
+def _burst(url: str, cookie: str, n: int) -> list[int]:
+    """GET ``url`` as the cookie's person ``n`` times at once; return the statuses."""
+    def get(_: int) -> int:
+        request = urllib.request.Request(url, headers={"Cookie": cookie})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+            return response.status
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(get, range(n)))
 
 
 @pytest.fixture
