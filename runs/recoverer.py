@@ -99,10 +99,28 @@ def _until_next_expiry(cap_s: float) -> float:
     return min(cap_s, (first - now).total_seconds() + 0.01)
 
 
+def _after_outage(watch: Watch, now: float) -> None:
+    """Judge no owner dead for a lease TTL after the database failed under this recoverer.
+
+    Every session died with it (or with the primary a standby replaced): a live worker's
+    sessions are absent until its pool connects again, and would read as a dead owner's.
+    Its keeper renews its leases within a TTL once connected; the runs whose ticks failed
+    are recovered when their leases expire, as a paused worker's are.
+    """
+    watch.names = set()
+    watch.owners_due = now + settings.AGENTOPS_LEASE_TTL_S
+
+
 def recover_loop(stop: threading.Event) -> None:
-    """Recover runs of lost workers until ``stop`` is set; a database hiccup waits a sweep."""
+    """Recover runs of lost workers until ``stop`` is set.
+
+    A database that went away (a restart, a failover) is asked again every
+    ``AGENTOPS_RECOVERY_CHECK_S`` on a new connection, not every sweep interval: after a
+    promotion the runs whose leases lapsed meanwhile are recovered as soon as it answers
+    (``_after_outage`` for the owners still connecting).
+    """
     watch = Watch()
-    tidied = -1.0
+    tidied, down = -1.0, None
     while not stop.is_set():
         began = clock.monotonic()
         if began - tidied >= settings.AGENTOPS_SWEEP_INTERVAL_S:
@@ -113,11 +131,17 @@ def recover_loop(stop: threading.Event) -> None:
             took = clock.monotonic() - began
             if took > _SLOW_S:
                 log.warning("recovery round took %.2fs", took)
+            if down is not None:
+                log.warning("recovery rounds work again after %.1fs", began - down)
+                down = None
         except DatabaseError:
-            # The database went away (restart, failover): keep the loop alive and try again.
-            log.exception("recovery round failed; retrying")
+            if down is None:  # the traceback once an outage, not once a retry
+                log.exception("recovery round failed; retrying every %gs",
+                              settings.AGENTOPS_RECOVERY_CHECK_S)
+                down = began
             connection.close()
-            wait = settings.AGENTOPS_SWEEP_INTERVAL_S
+            _after_outage(watch, began)
+            wait = settings.AGENTOPS_RECOVERY_CHECK_S
         except Exception:  # noqa: BLE001 - recovery must outlive any one bad round
             log.exception("recovery round failed unexpectedly; retrying")
             wait = settings.AGENTOPS_SWEEP_INTERVAL_S

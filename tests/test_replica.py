@@ -30,6 +30,7 @@ from agentops.replica.probe import _cache, replica_status
 from runs.models import Event, Run
 from runs.services import run_start
 from tests.conftest import drive
+from tests.failover_parts import Reconnects, run_parts
 from approvals.roles import OPERATOR
 from tests.console_factories import make_user
 from tests.replica_cluster import STANDBY_MAX_CONNECTIONS, Pair, free_port
@@ -271,6 +272,13 @@ def test_a_replica_lost_under_a_page_is_read_around(people, replica_gone, caplog
 RUNS = 12
 
 
+def _first_event_after(run_id: str, at: float) -> tuple[float, float]:
+    """Return when a run's tick first wrote and when it ended, in seconds after ``at``."""
+    events = list(Event.objects.filter(run_id=run_id).order_by("seq").values_list("type", "at"))
+    first = next(when for kind, when in events if kind not in ("run.created", "run.status"))
+    return first.timestamp() - at, events[-1][1].timestamp() - at
+
+
 def _committed(pair: Pair) -> set[tuple]:
     """Return every (run, seq, type) event the primary has committed so far."""
     return set(pair.sql("primary", "SELECT run_id::text, seq, type FROM runs_event"))
@@ -279,8 +287,9 @@ def _committed(pair: Pair) -> set[tuple]:
 def test_failover_drill_loses_nothing_committed_and_repeats_no_effect(pair, settings,
                                                                       tmp_path, monkeypatch):
     """Workers on a multi-host URL run effectful runs; the primary is stopped hard and the
-    synchronous standby promoted mid-flight. The workers reconnect to it, every run ends,
-    each effect is in the world exactly once, and every event committed before is still there."""
+    synchronous standby promoted mid-flight. The workers reconnect to it, every run ends (and
+    one started after the promotion), each effect is in the world exactly once, and every
+    event committed before is still there. It prints what the in-flight runs waited for."""
     from tests import failover_agents
     from tests.e2e.workers import Worker, wait_until
 
@@ -297,24 +306,40 @@ def test_failover_drill_loses_nothing_committed_and_repeats_no_effect(pair, sett
                    "the workers to make effects")
         before = _committed(pair)
         in_flight = RUNS - Run.objects.filter(pk__in=ids, status="succeeded").count()
-        pair.promote()
-        failed_over = time.monotonic()
-        connections.close_all()
-        connections["default"].settings_dict["PORT"] = str(pair.ports["standby"])
-        lost = before - set(pair.sql("standby", "SELECT run_id::text, seq, type FROM runs_event"))
-        assert not lost, f"{len(lost)} committed events lost in the failover: {sorted(lost)[:5]}"
-        wait_until(lambda: Run.objects.filter(pk__in=ids, status__in=["succeeded", "failed",
-                   "cancelled", "blocked", "unknown"]).count() == RUNS, 90,
-                   f"all {RUNS} runs to end on the new primary")
-        took = time.monotonic() - failed_over
+        leases = dict(pair.sql("primary", "SELECT id::text, extract(epoch FROM lease_expires_at)"
+                               " FROM runs_run WHERE status = 'running' AND id::text = ANY(%s)",
+                               [ids]))
+        began = time.time()
+        with Reconnects(pair.url("standby"), began, host.pids()) as reconnects:
+            pair.promote()
+            promoted = time.time() - began
+            connections.close_all()
+            connections["default"].settings_dict["PORT"] = str(pair.ports["standby"])
+            lost = before - set(pair.sql("standby",
+                                         "SELECT run_id::text, seq, type FROM runs_event"))
+            assert not lost, f"{len(lost)} committed events lost in the failover: {sorted(lost)[:5]}"
+            late = str(run_start(agent="failover_ship", goal="after the failover", input={}).pk)
+            late_at = time.time()
+            ids.append(late)
+            wait_until(lambda: Run.objects.filter(pk__in=ids, status__in=[
+                "succeeded", "failed", "cancelled", "blocked", "unknown"]).count() == RUNS + 1,
+                90, f"all {RUNS + 1} runs to end on the new primary")
+            took = time.time() - began
     finally:
         host.stop()
     assert in_flight, "every run had ended before the failover: nothing was in flight"
     statuses = sorted(Run.objects.filter(pk__in=ids).values_list("status", flat=True))
-    assert statuses == ["succeeded"] * RUNS, (statuses, host.log_path.read_text()[-3000:])
+    assert statuses == ["succeeded"] * (RUNS + 1), (statuses, host.log_path.read_text()[-3000:])
     keys = [key for key, _ in failover_agents.world_lines()]
-    assert len(keys) == RUNS * len(failover_agents.ORDERS), "an effect is missing or extra"
+    assert len(keys) == (RUNS + 1) * len(failover_agents.ORDERS), "an effect is missing or extra"
     assert len(set(keys)) == len(keys), "an effect happened twice"
     recovered = Event.objects.filter(run_id__in=ids, type="run.recovered").count()
+    first_unit = _first_event_after(late, late_at)
+    # q2's pusher stopped for 10 s when its database failed (runs.cli.q2_host).
+    assert first_unit[0] < 6, f"a run started after the promotion waited {first_unit[0]:.1f}s"
     print(f"failover: {in_flight} runs in flight and {len(before)} events committed at the "
-          f"promotion, none lost; {recovered} recoveries; every run done {took:.1f}s after it")
+          f"promotion, none lost; {recovered} recoveries; every run done {took:.1f}s after it; "
+          f"parts (s after it): promoted {promoted:.2f}, reconnected "
+          f"{sorted(reconnects.first_seen.values())}, {run_parts(leases, began)}; a run "
+          f"started {late_at - began:.2f}s after it: first unit {first_unit[0]:.2f}s, done "
+          f"{first_unit[1]:.2f}s later")

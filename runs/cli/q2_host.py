@@ -7,6 +7,12 @@ two of a default host's six processes, ~85 MB of RSS each (docs/workers.md "Memo
 they are threads of the sentinel, which otherwise only wakes every few seconds to watch its
 worker processes; what they do, and their database sessions, are q2's own.
 
+The pusher's broker is wrapped (``ReconnectingBroker``): when the database goes away (a
+restart, a failover to a standby) q2's pusher sleeps 10 s and stops, and no tick taken off
+the broker reaches a worker process until the sentinel has started it again; here the broker
+is asked again every ``BROKER_RETRY_S`` on a new connection, and answers as soon as the
+database (or the standby promoted in its place) does.
+
 The sentinel forks a worker process again (a recycled or dead one) while these threads run.
 Neither holds a lock a worker process takes: the pusher only puts on the task queue (whose
 feeding thread and locks a forked child resets), the monitor reads the result queue, which
@@ -14,6 +20,7 @@ workers only put on; logging's locks are re-made in a forked child.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,12 +28,15 @@ import uuid
 from multiprocessing import Event
 from typing import Any
 
+from django.db import Error as DatabaseFailure
 from django_q.cluster import Cluster, Sentinel, get_mp_context
 from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.status import Stat
 
 _MONITOR_DRAIN_S = 30.0
+BROKER_RETRY_S = 0.5  # how often a pusher asks a broker whose database went away
+log = logging.getLogger("agentops.worker")
 
 
 class HostCluster(Cluster):
@@ -55,7 +65,8 @@ class ThreadedSentinel(Sentinel):
     """q2's sentinel running the pusher and the monitor as its own threads."""
 
     def spawn_pusher(self) -> threading.Thread:
-        return _thread(pusher, "q2-pusher", self.task_queue, self.event_out, self.broker)
+        return _thread(pusher, "q2-pusher", self.task_queue, self.event_out,
+                       ReconnectingBroker(self.broker))
 
     def spawn_monitor(self) -> threading.Thread:
         return _thread(monitor, "q2-monitor", self.result_queue, self.broker)
@@ -93,3 +104,33 @@ def _thread(target: Any, name: str, *args: Any) -> threading.Thread:
     thread.start()
     return thread
 
+
+class ReconnectingBroker:
+    """q2's broker for its pusher: a failure of the database under it is waited out here,
+    asking again every ``BROKER_RETRY_S`` (q2's ORM broker replaces a connection that failed
+    before each query), instead of stopping the pusher for q2's 10 s. Other errors are
+    left to q2."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+        self._down_since: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker, name)
+
+    def dequeue(self) -> Any:
+        """Return the broker's next tasks; None (after a short wait) while its database fails."""
+        try:
+            tasks = self._broker.dequeue()
+        except DatabaseFailure as exc:
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+                log.warning("cannot take tasks off the broker, asking again every %gs: %s",
+                            BROKER_RETRY_S, exc)
+            time.sleep(BROKER_RETRY_S)
+            return None
+        if self._down_since is not None:
+            log.warning("the broker answers again after %.1fs",
+                        time.monotonic() - self._down_since)
+            self._down_since = None
+        return tasks
