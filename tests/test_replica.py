@@ -188,6 +188,27 @@ def test_a_web_process_reads_the_standby_through_its_bounded_pool(pair, people, 
     assert 1 <= len(seen.sessions) <= 4, f"{len(seen.sessions)} standby sessions for 200 pages"
 
 
+def test_a_web_process_reads_around_a_dead_standby_through_its_pool(pair, people, tmp_path,
+                                                                   settings):
+    """A real daphne whose standby does not answer (a port nobody listens on) serves the
+    queue from the primary: the first page waits for the standby's pool no longer than its
+    connect_timeout (2 s), and the pages after it do not ask the standby again (5 s)."""
+    from tests.e2e.test_connection_budget import daphne_server
+
+    cookie = f"sessionid={people['reader'].cookies['sessionid'].value}"
+    env = {"AGENTOPS_REPLICA_URL": f"postgres://postgres@127.0.0.1:{free_port()}/agentops",
+           "SECRET_KEY": settings.SECRET_KEY, "AGENTOPS_STATIC_FINDERS": "1"}
+    took = []
+    with daphne_server(tmp_path, **env) as (_proc, base):
+        for _ in range(4):
+            began = time.monotonic()
+            assert _burst(f"{base}/?tab=all", cookie, 1) == [200]
+            took.append(time.monotonic() - began)
+    assert took[0] < 4, took  # the pool's wait (2 s) and the page
+    assert max(took[1:]) < 1.5, took
+    print(f"pages with a dead standby, s: {[round(t, 2) for t in took]}")
+
+
 class StandbySessions:
     """Sample one process's sessions on the standby (application_name ``host:pid``) every
     few milliseconds on a thread: the most open at once, and every session seen."""
