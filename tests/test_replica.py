@@ -204,7 +204,7 @@ def test_a_web_process_reads_around_a_dead_standby_through_its_pool(pair, people
             began = time.monotonic()
             assert _burst(f"{base}/?tab=all", cookie, 1) == [200]
             took.append(time.monotonic() - began)
-    assert took[0] < 4, took  # the pool's wait (2 s) and the page
+    assert took[0] < 6, took  # the pool's wait (2 s, not its 60 s for the primary) and the page
     assert max(took[1:]) < 1.5, took
     print(f"pages with a dead standby, s: {[round(t, 2) for t in took]}")
 
