@@ -45,6 +45,9 @@ class Watch:
     """What the recoverer saw last: worker session names, and when it next has work."""
 
     names: set[str] = field(default_factory=set)
+    # After a database outage, only owners seen on the server since then are judged by name
+    # (None: every owner); the others are left to their leases (``_after_outage``).
+    seen: set[str] | None = None
     owners_due: float = 0.0  # monotonic: the next full check of dead owners
     expiry_due: float = 0.0  # monotonic: the first lease expiry (or the next look at it)
 
@@ -58,7 +61,7 @@ def recover_round(watch: Watch) -> float:
     interval = settings.AGENTOPS_SWEEP_INTERVAL_S
     judged = connection.vendor == "postgresql" and owners_judged()
     if judged and (_owners_vanished(watch) or now >= watch.owners_due):
-        dead = runs_recover_dead_owners()
+        dead = runs_recover_dead_owners(only=watch.seen)
         if dead:
             log.info("recovered %d runs of dead workers", len(dead))
         watch.owners_due = now + interval
@@ -80,6 +83,8 @@ def _owners_vanished(watch: Watch) -> bool:
         names = {name for (name,) in cur.fetchall() if _WORKER_NAME.search(name)}
     gone = bool(watch.names - names)
     watch.names = names
+    if watch.seen is not None:
+        watch.seen |= names
     return gone
 
 
@@ -100,14 +105,17 @@ def _until_next_expiry(cap_s: float) -> float:
 
 
 def _after_outage(watch: Watch, now: float) -> None:
-    """Judge no owner dead for a lease TTL after the database failed under this recoverer.
+    """Judge by name only the owners seen since the database failed under this recoverer.
 
     Every session died with it (or with the primary a standby replaced): a live worker's
-    sessions are absent until its pool connects again, and would read as a dead owner's.
-    Its keeper renews its leases within a TTL once connected; the runs whose ticks failed
-    are recovered when their leases expire, as a paused worker's are.
+    sessions are absent until it next needs one (a q2 process whose runs all wait on their
+    model opens none), and would read as a dead owner's while its keeper renews its leases.
+    So an owner is judged dead by its vanished name only once it has been seen on this
+    server; one never seen again (it died in the outage) loses its runs when their leases
+    expire, as a paused worker's do, and so do the runs whose ticks failed.
     """
     watch.names = set()
+    watch.seen = set()
     watch.owners_due = now + settings.AGENTOPS_LEASE_TTL_S
 
 

@@ -11,7 +11,7 @@ from agentops import clock
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.models import Event, Run
 from runs.pooler import pooled
-from runs.recoverer import Watch, recover_round
+from runs.recoverer import Watch, _after_outage, recover_round
 from tests.factories import make_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,3 +115,30 @@ def _dead(conn: psycopg.Connection) -> bool:
     except psycopg.OperationalError:
         return True
     return False
+
+
+@pytest.mark.postgres
+def test_after_an_outage_only_owners_seen_again_are_judged_by_their_vanished_name():
+    """After a failover a live worker may hold no session yet (its runs all wait on their
+    model) while its keeper renews their leases: its runs are not taken from it. One seen on
+    the new server and then gone is dead, as before the outage."""
+    if pooled():
+        pytest.skip("owners are not judged by session name behind a transaction pooler")
+    quiet = _running("quiet-host:4100011", expires_in_s=60)  # alive, no session yet
+    comes_back = _running("back-host:4100012", expires_in_s=60)
+    watch = Watch()
+    _after_outage(watch, time.monotonic() - 10)  # the grace after the outage is over
+    session = _session("back-host:4100012")
+    session.commit()
+    recover_round(watch)
+    recover_round(watch)
+    assert Run.objects.get(pk=quiet.pk).status == "running"  # never seen: left to its lease
+    assert Run.objects.get(pk=comes_back.pk).status == "running"  # seen, alive
+    session.close()  # the worker seen after the outage dies
+    deadline = time.monotonic() + 5
+    while Run.objects.get(pk=comes_back.pk).status == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        recover_round(watch)
+    assert (Run.objects.get(pk=comes_back.pk).status, _cause(comes_back)) == ("queued",
+                                                                               "owner_gone")
+    assert Run.objects.get(pk=quiet.pk).status == "running"

@@ -123,7 +123,7 @@ _RESERVE_SQL = (
     "RETURNING id")
 
 
-def runs_recover_dead_owners(*, limit: int = 100) -> list[Any]:
+def runs_recover_dead_owners(*, limit: int = 100, only: set[str] | None = None) -> list[Any]:
     """Re-queue at once the runs whose lease owner's process is gone; return their ids.
 
     Release on death: a worker names its PostgreSQL sessions after itself (``host:pid``,
@@ -131,19 +131,24 @@ def runs_recover_dead_owners(*, limit: int = 100) -> list[Any]:
     their leases to expire. A paused worker keeps its sessions: its runs wait out the TTL.
     Only owners named like workers are judged; on other databases this does nothing, nor
     behind a transaction pooler without a direct URL (runs.pooler: no session there is a
-    worker's own, so runs wait out their TTL).
+    worker's own, so runs wait out their TTL). ``only``: judge just these owners' names
+    (the recoverer's after an outage), None for all.
     """
-    if connection.vendor != "postgresql" or not owners_judged():
+    if connection.vendor != "postgresql" or not owners_judged() or only == set():
         return []
     with connection.cursor() as cur:
-        cur.execute(_DEAD_OWNERS_SQL, [RunStatus.RUNNING, limit])
+        if only is None:
+            cur.execute(_DEAD_OWNERS_SQL.format(only=""), [RunStatus.RUNNING, limit])
+        else:
+            cur.execute(_DEAD_OWNERS_SQL.format(only=" AND left(lease_owner, 63) = ANY(%s)"),
+                        [RunStatus.RUNNING, sorted(only), limit])
         rows = cur.fetchall()
     return _recover_all(dict(rows))
 
 
 # application_name holds at most 63 bytes: compare the owner's first 63 characters.
 _DEAD_OWNERS_SQL = (
-    "SELECT id, lease_owner FROM runs_run WHERE status = %s AND lease_owner ~ ':[0-9]+$' "
+    "SELECT id, lease_owner FROM runs_run WHERE status = %s AND lease_owner ~ ':[0-9]+$'{only} "
     "AND left(lease_owner, 63) NOT IN (SELECT application_name FROM pg_stat_activity "
     "WHERE application_name <> '') LIMIT %s")
 
