@@ -134,7 +134,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
     ``wait`` (a write among them): committed before any effect. Reads only: sent, and
     PostgreSQL commits it while they run; the writers settling them name the rows by their
     ``tool_call_id`` (their ids come back once the unit is read), and the next unit learns
-    whether it committed (docs/ledger.md, "Attempts of reads")."""
+    whether it committed (docs/workers.md, "Fencing")."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
