@@ -34,7 +34,7 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import (AutoField, BigAutoField, ForeignKey, JSONField, Model,
+from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
 from agentops.jsonstate import compact_json
@@ -249,20 +249,23 @@ def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
 
 
 def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
-    f, as_is = _field(model, name)
+    f, as_is, stamp = _field(model, name)
     if as_is or (type(value) in _PLAIN and not isinstance(f, JSONField)):
         return value
+    if stamp and type(value) is dt.datetime and value.tzinfo is not None:
+        return value  # what DateTimeField.get_db_prep_save makes of it on PostgreSQL
     return f.get_db_prep_save(value, db)
 
 
 @cache
-def _field(model: type[Model], name: str) -> tuple[Any, bool]:
-    """Return the field ``name`` names and whether its values go to the driver as they are."""
+def _field(model: type[Model], name: str) -> tuple[Any, bool, bool]:
+    """Return the field ``name`` names, whether its values go to the driver as they are, and
+    whether it is a DateTimeField."""
     if "__" in name:  # fk__field: a field of the related row
         fk, rest = name.split("__", 1)
         return _field(model._meta.get_field(fk).related_model, rest)
     f = model._meta.pk if name == "pk" else model._meta.get_field(name)
-    return f, isinstance(f, ForeignKey)
+    return f, isinstance(f, ForeignKey), isinstance(f, DateTimeField)
 
 
 @cache
