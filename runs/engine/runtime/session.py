@@ -117,8 +117,7 @@ class RunSession:
         ``fence``: this unit opens side effects. It commits only while this worker still
         holds the lease (version and owner checked in the same statement) and renews the
         lease in full, so the effects start with a whole TTL of lease ahead of them.
-        ``wait=False`` (a fence opening reads only): sent, not waited for, like a progress
-        unit; the next unit learns whether it committed (runs.engine.runtime.unit_overlap).
+        ``wait=False`` (a fence opening reads only): sent like a progress unit (unit_overlap).
         """
         # Scrubbed before the state sees them: snapshots are made from this state.
         fresh = events_scrubbed(events, self.secrets)
