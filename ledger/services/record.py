@@ -53,8 +53,9 @@ def toolcall_update(call: ToolCall, to: str, **fields: Any) -> Callable[[], Any]
     values = toolcall_move(call, to, **fields)
     if call.pk is not None:
         return RowsUpdate(ToolCall, {"pk": call.pk}, values)
-    # Inserted in this same unit: its id is known only once the insert ran.
-    return lambda: ToolCall.objects.filter(pk=call.pk).update(**values)
+    # Inserted by a unit not read yet (still in flight, or this same unit): its id is not
+    # known here, so the row is named by its own unique ``tool_call_id``.
+    return RowsUpdate(ToolCall, {"tool_call_id": call.tool_call_id}, values)
 
 
 def attempts_insert(rows: list[ToolAttempt]) -> RowsInsert:
@@ -64,6 +65,12 @@ def attempts_insert(rows: list[ToolAttempt]) -> RowsInsert:
 
 def attempt_finish(call: ToolCall, attempt: int, status: str, **fields: Any) -> RowsUpdate:
     """Return a writer closing an attempt that was opened before dispatch (finished now,
-    unless ``fields`` say when)."""
-    return RowsUpdate(ToolAttempt, {"tool_call_id": call.pk, "attempt": attempt},
+    unless ``fields`` say when).
+
+    A call whose row id is not known yet (inserted by a unit still in flight) is named by its
+    ``tool_call_id`` (``tool_call__tool_call_id``: the unit's one statement looks its id up).
+    """
+    where: dict[str, Any] = ({"tool_call_id": call.pk} if call.pk is not None
+                             else {"tool_call__tool_call_id": call.tool_call_id})
+    return RowsUpdate(ToolAttempt, {**where, "attempt": attempt},
                       {"status": status, "finished_at": clock.now(), **fields})

@@ -2,8 +2,9 @@
 
 The reply and the ledger rows of the calls it asks for commit together (before_tool_call).
 When every call is a plain read, they run inline: the reply, their rows and their opened
-attempts commit as one unit, the reads run, their results commit with the next unit (a
-quick read's ride the next reply's, runs.engine.runtime.tool_call._rides).
+attempts go out as one unit (sent, committed while the reads run), the reads run, their
+results commit with the next unit (a quick read's ride the next reply's,
+runs.engine.runtime.tool_call._rides).
 """
 from __future__ import annotations
 

@@ -111,12 +111,13 @@ class RunSession:
     def commit(self, events: Sequence[NewEvent], *, to: str | None = None, reason: str = "",
                detail: str = "", fields: dict[str, Any] | None = None,
                also: Sequence[Callable[[], Any]] = (), milestone: str = "",
-               fence: bool = False) -> None:
+               fence: bool = False, wait: bool = True) -> None:
         """Apply ``events`` to the state and commit them (and a status change) as one unit.
 
         ``fence``: this unit opens side effects. It commits only while this worker still
         holds the lease (version and owner checked in the same statement) and renews the
         lease in full, so the effects start with a whole TTL of lease ahead of them.
+        ``wait=False`` (a fence opening reads only): sent like a progress unit (unit_overlap).
         """
         # Scrubbed before the state sees them: snapshots are made from this state.
         fresh = events_scrubbed(events, self.secrets)
@@ -136,7 +137,7 @@ class RunSession:
             # next unit, a release of the connection or the tick's end reads it.
             event_append(run=self.run, events=written, expected_version=self.run.version,
                          fields=values, also=extra, touch=False, secrets=self.secrets,
-                         owner=self.worker if fence else "", overlap=not fence)
+                         owner=self.worker if fence else "", overlap=not fence or not wait)
         else:
             run_transition(self.run, to, reason=reason, detail=self.secrets.scrub_text(detail),
                            events=written, fields=values, expected_version=self.run.version,

@@ -62,9 +62,11 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     if not _admitted(session, step, calls, events, new_rows):  # 1. check
         return
     writes = [c for c in calls if c.effect == "write"]
-    # 2. fence: every call's attempt opens in a commit proving the lease before it runs (reads
-    # too: a call run again after its worker died gets the next attempt number)
-    _mark_running(session, calls, events, new_rows)
+    # 2. fence: every call's attempt opens in a unit proving the lease; a write's is committed
+    # before it runs, a batch of reads' is sent before they run (a call run again after its
+    # worker died gets the next attempt number, if that unit committed)
+    _mark_running(session, calls, events, new_rows,
+                  wait=bool(writes) or len({c.idempotency_key for c in calls}) < len(calls))
     events, new_rows = [], False
     jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes))  # 3. run
     settled = [parked_settlement(session, c, ctx)  # 4. settle
@@ -126,11 +128,13 @@ def call_job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, 
 
 
 def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEvent],
-                  new_rows: bool) -> None:
-    """Open an attempt of each call in one fenced commit (lease proven, then renewed).
+                  new_rows: bool, *, wait: bool) -> None:
+    """Open an attempt of each call in one fenced unit (lease proven, then renewed).
 
-    Waited for, never left in flight: the unit that closes the attempts names the rows it
-    inserted by their ids, which are known once it committed."""
+    ``wait`` (a write among them): committed before any effect. Reads only: sent, and
+    PostgreSQL commits it while they run; the writers settling them name the rows by their
+    ``tool_call_id`` (their ids come back once the unit is read), and the next unit learns
+    whether it committed (docs/workers.md, "Fencing")."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
@@ -146,7 +150,7 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs + versions_first_used(session, calls), also=also, fence=True)
+    session.commit(evs + versions_first_used(session, calls), also=also, fence=True, wait=wait)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
         a.tool_call.opened_at = now

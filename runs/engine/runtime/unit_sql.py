@@ -34,12 +34,13 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import (AutoField, BigAutoField, ForeignKey, JSONField, Model,
+from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
 from agentops.jsonstate import compact_json
 from agentops.writes import RowsInsert, RowsUpdate
 from runs.engine.runtime import unit_overlap
+from runs.engine.runtime.unit_where import UNKNOWN as _UNKNOWN, row_value, where_sql
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA, event_month
 from runs.pooler import pooled
@@ -47,7 +48,6 @@ from runs.pooler import pooled
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _ROWS_JSON = json.JSONEncoder(separators=(",", ":")).encode  # made once (see compact_json)
 _NEVER = 2**31
-_UNKNOWN = object()  # a ``where`` name a row has no attribute for: assume it may match
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 _AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
           "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
@@ -130,8 +130,9 @@ def _may_match(op: RowsUpdate, rows: Sequence[Model]) -> bool:
     from the row's own: NULL never equals it, and a column the statement fills in (a new id,
     the id of a row inserted before it) gets a fresh value, never one already in use.
     """
-    return any(all(getattr(row, k, _UNKNOWN) in (v, _UNKNOWN) for k, v in op.where.items())
+    return any(all(row_value(row, k) in (v, _UNKNOWN) for k, v in op.where.items())
                for row in rows)
+
 
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
@@ -154,7 +155,7 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     params += [run.pk, expected_version] + ([owner] if owner else [])
     shape, keyed = _unit_parts(run, events, first_seq, at, ops, db, params)
     sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
-    if overlap and not owner and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
+    if overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
         _send(db, sql, params, keyed, run)
         return True
     row = _execute(db, sql, params)
@@ -248,17 +249,23 @@ def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
 
 
 def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
-    f, as_is = _field(model, name)
+    f, as_is, stamp = _field(model, name)
     if as_is or (type(value) in _PLAIN and not isinstance(f, JSONField)):
         return value
+    if stamp and type(value) is dt.datetime and value.tzinfo is not None:
+        return value  # what DateTimeField.get_db_prep_save makes of it on PostgreSQL
     return f.get_db_prep_save(value, db)
 
 
 @cache
-def _field(model: type[Model], name: str) -> tuple[Any, bool]:
-    """Return the field ``name`` names and whether its values go to the driver as they are."""
+def _field(model: type[Model], name: str) -> tuple[Any, bool, bool]:
+    """Return the field ``name`` names, whether its values go to the driver as they are, and
+    whether it is a DateTimeField."""
+    if "__" in name:  # fk__field: a field of the related row
+        fk, rest = name.split("__", 1)
+        return _field(model._meta.get_field(fk).related_model, rest)
     f = model._meta.pk if name == "pk" else model._meta.get_field(name)
-    return f, isinstance(f, ForeignKey)
+    return f, isinstance(f, ForeignKey), isinstance(f, DateTimeField)
 
 
 @cache
@@ -328,6 +335,9 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str
                if (v := values[att] if att in values else getattr(obj, att)) is not None}
         for c in plan.rest:
             value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
+            if value is None and c.fk_model is not None:
+                # Made before its related row's id came back (a unit read since): as the ORM.
+                value = getattr(obj._state.fields_cache.get(c.field.name), "pk", None)
             if value is None:
                 if c.attname in ref_keys:
                     doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
@@ -361,9 +371,9 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
     meta = model._meta
     table = _q(meta.db_table)
     sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
-    wheres = " AND ".join(
-        f"{table}.{_q((meta.pk if n == 'pk' else meta.get_field(n)).column)} = %s" for n in where)
+    wheres = " AND ".join(where_sql(model, n) for n in where)
     return f"{name} AS (UPDATE {table} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
+
 
 
 def _json_value(value: Any) -> Any:
