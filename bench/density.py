@@ -8,8 +8,10 @@ Figures: runs in flight (peak of runs held by the worker at once), steps/s (mode
 per second: overall, and over the middle half of the busy window) against the ideal N / L,
 p99 step latency above L (the gap between two model replies of a run, minus L), memory per
 in-flight run (worker host RSS at peak minus idle, over the peak in flight), connections
-(the host's PostgreSQL sessions, peak), and the machine's commit floor. Ramp-up: seconds
-from the first tick enqueued to the peak, and to 90% and 100% of N runs in flight. Ticks:
+(the host's PostgreSQL sessions, peak), the host's CPU per model reply (in all, and by
+role: parent, q2 sentinel, q2 worker processes, lease keepers), and the machine's commit
+floor. Ramp-up: seconds from the first tick enqueued to the peak, and to 90% and 100% of N
+runs in flight. Ticks:
 q2 tasks enqueued and taken by the host (``django_q_ormq`` rows inserted and locked, from
 pg_stat_user_tables), and taken per second of the pass.
 
@@ -95,15 +97,27 @@ def _rss_mb(pids: list[int], field: str = "Rss:") -> float:
 
 def _cpu_s(pids: list[int]) -> float:
     """Return the CPU seconds (user + system, all threads) the processes have used so far."""
+    return sum(_cpu_roles(pids).values())
+
+
+def _cpu_roles(pids: list[int]) -> dict[str, float]:
+    """Return the CPU seconds (user + system, all threads) each host role has used so far:
+    ``parent`` (the host's own process: recoverer, sweeper, notify sender), ``sentinel``
+    (q2's sentinel with its pusher and monitor threads), ``q2_workers`` (the processes that
+    run the slots) and ``keepers`` (the lease keepers), from /proc/<pid>/stat."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    total = dict.fromkeys(("parent", "sentinel", "q2_workers", "keepers"), 0.0)
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            keeper = b"keeper_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, IndexError):
-            pass
-    return total / tick
+            continue
+        ppid, pgid = int(fields[1]), int(fields[2])
+        role = ("keepers" if keeper else "parent" if pid == pgid
+                else "sentinel" if ppid == pgid else "q2_workers")
+        total[role] += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def _sessions(pids: list[int]) -> int:
@@ -150,8 +164,8 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     for pk in ids:
         enqueue_tick(pk)
     peak = {"in_flight": 0, "sessions": 0, "rss_mb": idle_mb, "rss_at_peak_mb": idle_mb,
-            "cpu_s": 0.0}
-    cpu0 = _cpu_s(_group(pgid))
+            "cpu_s": {}}
+    cpu0 = _cpu_roles(_group(pgid))
     while time.monotonic() - t0 < 600 + 5 * RUNS * (STEPS + 1) * DELAY_S:
         running = Run.objects.filter(pk__in=ids, status="running").count()
         pids = _group(pgid)
@@ -165,7 +179,7 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
         peak["sessions"] = max(peak["sessions"], _sessions(pids))
         peak["processes"] = max(peak.get("processes", 0), len(pids))
         peak["rss_mb"] = max(peak["rss_mb"], rss)
-        peak["cpu_s"] = _cpu_s(pids) - cpu0
+        peak["cpu_s"] = {k: v - cpu0[k] for k, v in _cpu_roles(pids).items()}
         if not Run.objects.filter(pk__in=ids).exclude(status__in=("succeeded", "failed",
                                                                   "blocked")).exists():
             break
@@ -274,7 +288,10 @@ def main() -> None:
         "pss_mb_per_in_flight_run": round((peak.get("pss_at_peak_mb", got["idle_pss_mb"])
                                            - got["idle_pss_mb"]) / max(1, peak["in_flight"]), 3),
         "host_processes_at_peak": peak.get("processes"),
-        "worker_cpu_ms_per_step": round(1000 * peak["cpu_s"] / steps["model_calls"], 1),
+        "worker_cpu_ms_per_step": round(1000 * sum(peak["cpu_s"].values())
+                                        / steps["model_calls"], 1),
+        "cpu_ms_per_step_by_role": {k: round(1000 * v / steps["model_calls"], 2)
+                                    for k, v in peak["cpu_s"].items()},
         "peak_sessions": peak["sessions"], "commit_floor_per_s": round(floor),
         "load_avg": os.getloadavg()[0], "db": connection.settings_dict["NAME"]})
 
