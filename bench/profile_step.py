@@ -2,8 +2,10 @@
 
 Not a benchmark of record: a developer's tool. N runs (BENCH_RUNS, 20) of S tool steps
 (BENCH_STEPS, 20) of the ``bench-remote`` agent against a local bench.model_server answering
-at once, ticked one after the other in this process. Prints CPU ms per model call without
-the profiler, then with it, and the top functions (BENCH_PROFILE_TOP, 40) by own time.
+after BENCH_DELAY_S (0: at once), ticked one after the other in this process. Prints CPU ms
+per model call without the profiler, then (unless BENCH_PROFILE=0) with it, and the top
+functions (BENCH_PROFILE_TOP, 40) by own time. A model slower than AGENTOPS_READ_RIDE_MS
+takes the host's path: each step's read results commit in a unit of their own.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ engine_env(in_process=True)
 from bench._common import django_boot, log  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
+DELAY_S = float(os.environ.get("BENCH_DELAY_S", "0"))  # the model's latency: 0 answers at once
 STEPS = int(os.environ.get("BENCH_STEPS", "20"))
 
 
@@ -45,12 +48,14 @@ def _pass(profile: cProfile.Profile | None) -> float:
 
 
 def main() -> None:
-    server, url = model_server_start(0.0, STEPS)
+    server, url = model_server_start(DELAY_S, STEPS)
     os.environ.update(model_env(url))
     try:
         django_boot()
         _pass(None)  # warm
         log(f"cpu ms per model call, unprofiled: {_pass(None):.3f}")
+        if os.environ.get("BENCH_PROFILE", "1") == "0":
+            return
         prof = cProfile.Profile(time.process_time)
         log(f"cpu ms per model call, profiled: {_pass(prof):.3f}")
         stats = pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime")
