@@ -350,7 +350,7 @@ def _figures(got: dict, before: dict, after: dict) -> dict:
             1000 * got["server_cpu_s"]["background"] / steps, 3),
         "server_active_ms_per_step": round(window["server_ms"] / steps, 3),
         "server_active_ms_per_commit": round(window["server_ms"] / max(1, window["commits"]), 3),
-        "worker_cpu_ms_per_step": round(1000 * peak["cpu_s"] / steps, 3),
+        "worker_cpu_ms_per_step": round(1000 * sum(peak["cpu_s"].values()) / steps, 3),
         "run_start": got["start"],
         "peak_in_flight": peak["in_flight"], "host_workers": settings.Q_CLUSTER["workers"],
         "host_sessions_peak": got["sessions"],
