@@ -136,19 +136,18 @@ def runs_recover_dead_owners(*, limit: int = 100, only: set[str] | None = None) 
     """
     if connection.vendor != "postgresql" or not owners_judged() or only == set():
         return []
+    names = None if only is None else sorted(only)
     with connection.cursor() as cur:
-        if only is None:
-            cur.execute(_DEAD_OWNERS_SQL.format(only=""), [RunStatus.RUNNING, limit])
-        else:
-            cur.execute(_DEAD_OWNERS_SQL.format(only=" AND left(lease_owner, 63) = ANY(%s)"),
-                        [RunStatus.RUNNING, sorted(only), limit])
+        cur.execute(_DEAD_OWNERS_SQL, [RunStatus.RUNNING, names, names, limit])
         rows = cur.fetchall()
     return _recover_all(dict(rows))
 
 
-# application_name holds at most 63 bytes: compare the owner's first 63 characters.
+# application_name holds at most 63 bytes: compare the owner's first 63 characters. The
+# names judged: all (NULL) or just those given.
 _DEAD_OWNERS_SQL = (
-    "SELECT id, lease_owner FROM runs_run WHERE status = %s AND lease_owner ~ ':[0-9]+$'{only} "
+    "SELECT id, lease_owner FROM runs_run WHERE status = %s AND lease_owner ~ ':[0-9]+$' "
+    "AND (%s::text[] IS NULL OR left(lease_owner, 63) = ANY(%s::text[])) "
     "AND left(lease_owner, 63) NOT IN (SELECT application_name FROM pg_stat_activity "
     "WHERE application_name <> '') LIMIT %s")
 
