@@ -66,7 +66,7 @@ class AnthropicClient:
         headers = merged_headers(self._http.headers, {
             "x-stainless-retry-count": "0", "x-stainless-read-timeout": str(timeout_s)},
             self._sdk.default_headers)
-        self._lanes = model_lanes(anthropic.DefaultHttpxClient,
+        self._lanes = model_lanes(lambda: anthropic.DefaultHttpxClient,
                                   f"{str(self._sdk.base_url).rstrip('/')}/v1/messages", headers,
                                   timeout_s=timeout_s, keep=keep_alive or 1,
                                   keepalive_expiry=_keepalive_expiry())

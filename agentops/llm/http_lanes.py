@@ -13,13 +13,18 @@ append are atomic.
 proxy (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY, as the SDK's client reads them):
 then lanes of the SDK's own HTTP client class (``HttpLanes``), which speaks to proxies.
 
-All lanes share one TLS context (building one reads the CA bundle: ~0.1 s of CPU).
+All lanes share one TLS context (building one reads the CA bundle: ~0.1 s of CPU): the
+standard library's default one (the system's trust store, or the ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR`` the environment names), as the SDK's HTTP library builds it on Linux. Plain
+lanes import neither the SDK nor its HTTP library: the SDK's client class is asked for only
+when a proxy applies.
 """
 from __future__ import annotations
 
 import collections
 import importlib
 import json
+import ssl
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -31,15 +36,16 @@ from agentops.llm.protocol import ModelError, ServerError
 from agentops.llm.provider_errors import transport_error
 
 
-def model_lanes(client_class: type, url: str, headers: Mapping[str, str], *, timeout_s: float,
-                keep: int, keepalive_expiry: float | None) -> PlainLanes | HttpLanes:
+def model_lanes(client_class: Callable[[], type], url: str, headers: Mapping[str, str], *,
+                timeout_s: float, keep: int, keepalive_expiry: float | None
+                ) -> PlainLanes | HttpLanes:
     """Return the lanes posting to ``url`` with ``headers``: plain ``http.client`` lanes, or
-    lanes of ``client_class`` (the SDK's default HTTP client class) when a proxy applies."""
-    lib = http_library(client_class)
+    lanes of ``client_class()`` (the SDK's default HTTP client class, imported only then)
+    when a proxy applies."""
     if _proxied(url):
-        return HttpLanes(client_class, url, headers, timeout_s=timeout_s, keep=keep,
+        return HttpLanes(client_class(), url, headers, timeout_s=timeout_s, keep=keep,
                          keepalive_expiry=keepalive_expiry)
-    tls = lib.create_ssl_context() if url.startswith("https:") else None
+    tls = ssl.create_default_context() if url.startswith("https:") else None
     return PlainLanes(url, headers, timeout_s=timeout_s, keep=keep,
                       keepalive_expiry=keepalive_expiry, tls=tls)
 

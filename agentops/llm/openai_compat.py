@@ -1,56 +1,69 @@
-"""A ModelClient for any OpenAI-compatible chat-completions endpoint (OpenAI, llama.cpp, vLLM)."""
+"""A ModelClient for any OpenAI-compatible chat-completions endpoint (OpenAI, llama.cpp, vLLM).
+
+A plain (non-streamed) call is a POST of the JSON body on an HTTP lane
+(agentops.llm.http_lanes) and a JSON answer: it needs no SDK, and a process whose calls are
+all plain never imports one. Importing the ``openai`` SDK (its HTTP library and pydantic
+models) grows a worker process by tens of MB; in a worker host that import happened at the
+first model call, once per q2 process. Streamed calls, and plain calls through a proxy, go
+through the SDK (agentops.llm.openai_stream), imported by the first of them.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+from types import ModuleType
 from typing import Any
 
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
-
-from agentops.llm.http_lanes import merged_headers, model_lanes
+from agentops.llm.http_lanes import model_lanes
+from agentops.llm.openai_wire import overflow, tool_call_read, wire_tool_choice
 from agentops.llm.protocol import (
     ModelError,
     ModelOptions,
     ModelReply,
     ServerError,
     TextSink,
-    ToolCallRequest,
     Usage,
 )
-from agentops.llm.provider_errors import (
-    cut_stream,
-    garbled_stream,
-    mentions_context,
-    safe_code,
-    status_error,
-    transport_error,
-)
+from agentops.llm.provider_errors import safe_code, status_error
 from agentops.llm.repair import complete_with_repair
 
-# The SDK refuses to build without a key; keyless local servers ignore the header anyway.
+# Keyless local servers ignore the header; the SDK refuses to build without a key.
 _NO_KEY = "no-key"
-# What ``chat.completions.create`` passes besides the body: the API key as a bearer token.
-_REQUEST_OPTIONS: dict[str, Any] = {"security": {"bearer_auth": True}}
-# A stream is a reply only once it ended as the protocol says (a finish_reason or [DONE]);
-# bytes that are not UTF-8 or events that are not JSON are the provider's fault, not ours.
-_GARBLED = (UnicodeDecodeError, json.JSONDecodeError)
+# Idle keep-alive connections are dropped after this, as the SDK's HTTP client does.
+_KEEPALIVE_EXPIRY_S = 5.0
 
 
-class _Chunks(openai.Stream[ChatCompletionChunk]):
-    """The SDK's chunk stream, noting whether the server sent its ``[DONE]`` end marker."""
+def request_headers(api_key: str, env: Any = os.environ) -> dict[str, str]:
+    """Return the headers of every plain call: JSON both ways, gzip or deflate answers
+    accepted, the key as a bearer token, and the organization and project the SDK would
+    read from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``. Not the SDK's identity headers
+    (``x-stainless-*``, its user agent): this is not the SDK speaking."""
+    headers = {"accept": "application/json", "content-type": "application/json",
+               "accept-encoding": "gzip, deflate", "connection": "keep-alive",
+               "user-agent": "AgentOps/Python", "authorization": f"Bearer {api_key or _NO_KEY}"}
+    for name, var in (("openai-organization", "OPENAI_ORG_ID"),
+                      ("openai-project", "OPENAI_PROJECT_ID")):
+        if env.get(var):
+            headers[name] = env[var]
+    return headers
 
-    done = False
 
-    def _iter_events(self) -> Any:
-        for sse in super()._iter_events():
-            if sse.data.startswith("[DONE]"):
-                self.done = True
-            yield sse
+def _sdk_side() -> ModuleType:
+    """Return agentops.llm.openai_stream: the SDK is imported with it, on its first use."""
+    from agentops.llm import openai_stream
+
+    return openai_stream
+
+
+def _sdk_http_class() -> type:
+    """Return the SDK's HTTP client class (a plain call through a proxy goes out on it)."""
+    return _sdk_side().sdk_http_class()
 
 
 class OpenAICompatClient:
-    """Answer chat turns through the official ``openai`` SDK, mapping failures to ModelErrors."""
+    """Answer chat turns on an OpenAI-compatible endpoint, mapping failures to ModelErrors."""
 
     def __init__(
         self,
@@ -68,21 +81,14 @@ class OpenAICompatClient:
         self.timeout_s = timeout_s
         self.context_window = context_window
         self.options = options or ModelOptions()
-        # The engine owns retries (with its budget and policy); SDK retries would hide them.
-        # The SDK's own client serves streamed calls; plain calls go out on lanes.
-        http = openai.DefaultHttpxClient(timeout=timeout_s)
-        self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key or _NO_KEY,
-                                  timeout=timeout_s, max_retries=0, http_client=http)
-        # What the SDK sends with every request (the HTTP client's own headers, its identity
-        # headers, the retry count and the key as a bearer token), built once: a plain call is
-        # then the body, one send and one JSON parse.
-        headers = merged_headers(http.headers, {"x-stainless-retry-count": "0"},
-                                 self._sdk.default_headers,
-                                 {"Authorization": f"Bearer {self._sdk.api_key}"})
-        self._lanes = model_lanes(openai.DefaultHttpxClient,
-                                  f"{str(self._sdk.base_url).rstrip('/')}/chat/completions",
-                                  headers, timeout_s=timeout_s, keep=keep_alive or 1,
-                                  keepalive_expiry=openai.DEFAULT_CONNECTION_LIMITS.keepalive_expiry)
+        self._base_url = base_url
+        self._api_key = api_key or _NO_KEY
+        self._sdk: Any = None  # the SDK's client, built by the first streamed call
+        self._sdk_lock = threading.Lock()
+        # The engine owns retries (with its budget and policy): a plain call is tried once.
+        self._lanes = model_lanes(_sdk_http_class, f"{base_url.rstrip('/')}/chat/completions",
+                                  request_headers(api_key), timeout_s=timeout_s,
+                                  keep=keep_alive or 1, keepalive_expiry=_KEEPALIVE_EXPIRY_S)
 
     def complete(
         self,
@@ -99,7 +105,7 @@ class OpenAICompatClient:
             # Providers reject tool_choice without tools, so both travel together.
             params["tools"] = tools
             if tool_choice is not None:
-                params["tool_choice"] = _tool_choice(tool_choice)
+                params["tool_choice"] = wire_tool_choice(tool_choice)
         if (max_tokens or self.options.max_tokens) is not None:
             params["max_tokens"] = max_tokens or self.options.max_tokens
         sink = on_text if self.options.stream else None
@@ -111,26 +117,23 @@ class OpenAICompatClient:
         """Send one request (streamed when ``sink`` is given) and return its reply."""
         if sink is None:
             return self._reply(self._post(params))
-        try:
-            chunks = self._sdk.post("/chat/completions", cast_to=ChatCompletion,
-                                    body={**params, "stream": True,
-                                          "stream_options": {"include_usage": True}},
-                                    options=_REQUEST_OPTIONS, stream=True, stream_cls=_Chunks)
-            return _streamed(chunks, sink, model=self.model)
-        except openai.APIError as exc:
-            raise _model_error(exc) from None
-        except _GARBLED as exc:
-            raise garbled_stream(exc) from None
+        return _sdk_side().stream_complete(self._streaming_sdk(), params, sink, model=self.model)
+
+    def _streaming_sdk(self) -> Any:
+        """Return the SDK's client for streamed calls, built once (slot threads share it)."""
+        with self._sdk_lock:
+            if self._sdk is None:
+                self._sdk = _sdk_side().sdk_client(base_url=self._base_url, api_key=self._api_key,
+                                       timeout_s=self.timeout_s)
+            return self._sdk
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST /chat/completions on a lane (agentops.llm.http_lanes) and return the decoded
         JSON.
 
-        The request carries what the SDK's would (its headers, the key as a bearer token, its
-        timeout) and a failure maps as the SDK's would; but the SDK's request path (options,
-        URL, header and body building, then a typed ChatCompletion) cost twice the CPU of the
-        HTTP call itself, the most of any part of a step with hundreds of runs in flight.
-        Streamed calls still go through the SDK (its event-stream parser).
+        The SDK's request path (options, URL, header and body building, then a typed
+        ChatCompletion) cost twice the CPU of the HTTP call itself, the most of any part of a
+        step with hundreds of runs in flight; a failure maps as the SDK's would.
         """
         return self._lanes.post_json(json.dumps(body).encode(), _response_error)
 
@@ -156,93 +159,13 @@ class OpenAICompatClient:
         refusal = message.get("refusal") or ""
         return ModelReply(
             text=message.get("content") or "", refusal=refusal if isinstance(refusal, str) else "",
-            tool_calls=tuple(_tool_call(call, cut_off=finish == "length") for call in raw_calls),
+            tool_calls=tuple(tool_call_read(call, cut_off=finish == "length")
+                             for call in raw_calls),
             usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
                         completion_tokens=usage.get("completion_tokens") or 0),
             finish_reason="refusal" if refusal and finish == "stop" else finish,
             model=completion.get("model") or self.model,
         )
-
-
-def _streamed(chunks: Any, sink: TextSink, *, model: str) -> ModelReply:
-    """Assemble a ModelReply from streamed chunks, passing text pieces to ``sink``."""
-    text: list[str] = []
-    refusal: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish, usage, name = "", None, model
-    for chunk in chunks:
-        usage = getattr(chunk, "usage", None) or usage
-        name = getattr(chunk, "model", None) or name
-        for choice in getattr(chunk, "choices", None) or ():
-            delta = choice.delta
-            if delta is not None and delta.content:
-                text.append(delta.content)
-                sink(delta.content)
-            if delta is not None and getattr(delta, "refusal", None):
-                refusal.append(delta.refusal)
-            for part in (delta.tool_calls or ()) if delta is not None else ():
-                slot = calls.setdefault(part.index or 0, {"id": "", "name": "", "arguments": ""})
-                slot["id"] = part.id or slot["id"]
-                if part.function is not None:
-                    slot["name"] += part.function.name or ""
-                    slot["arguments"] += part.function.arguments or ""
-            finish = choice.finish_reason or finish
-    if not finish and not getattr(chunks, "done", False):
-        raise cut_stream("no finish_reason and no [DONE]", text)
-    finish = finish or "stop"
-    cut_off = finish == "length"
-    return ModelReply(
-        text="".join(text),
-        tool_calls=tuple(ToolCallRequest(name=c["name"], raw_arguments=c["arguments"],
-                                         arguments=_parse_arguments(c["arguments"], cut_off=cut_off),
-                                         provider_id=c["id"]) for _, c in sorted(calls.items())),
-        usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                    completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
-        finish_reason="refusal" if refusal and finish == "stop" else finish, model=name,
-        refusal="".join(refusal))
-
-
-def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
-    """Return the wire form of a tool choice; a bare name forces that function."""
-    if isinstance(choice, dict) or choice in ("auto", "required", "none"):
-        return choice
-    return {"type": "function", "function": {"name": choice}}
-
-
-def _tool_call(call: dict[str, Any], *, cut_off: bool) -> ToolCallRequest:
-    """Convert one wire tool call; unparsable or non-object arguments become None."""
-    fn = call.get("function") or {}
-    raw = fn.get("arguments") or ""
-    if not isinstance(raw, str):  # non-conforming servers send the object itself
-        raw = json.dumps(raw)
-    return ToolCallRequest(
-        name=fn.get("name") or "",
-        arguments=_parse_arguments(raw, cut_off=cut_off),
-        raw_arguments=raw,
-        provider_id=call.get("id") or "",
-    )
-
-
-def _parse_arguments(raw: str, *, cut_off: bool) -> dict[str, Any] | None:
-    """Return the JSON object in ``raw``, or None when it is not one."""
-    if not raw.strip():
-        # Some servers send "" for a tool without parameters; a cut-off reply sent nothing usable.
-        return None if cut_off else {}
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
-
-
-def _model_error(exc: openai.APIError) -> ModelError:
-    """Map an SDK error (a streamed call) to a ModelError: a short, secret-free summary."""
-    if isinstance(exc, openai.APIConnectionError):
-        return transport_error(timed_out=isinstance(exc, openai.APITimeoutError))
-    status = getattr(exc, "status_code", None)
-    code = safe_code(exc.code)
-    return status_error(status, code, response=getattr(exc, "response", None),
-                        overflow=_overflow(status, code, exc.message, exc.body))
 
 
 def _response_error(response: Any) -> ModelError:
@@ -258,13 +181,4 @@ def _response_error(response: Any) -> ModelError:
     code = safe_code(str(raw_code) if raw_code is not None else None)
     message = fields.get("message") if isinstance(fields.get("message"), str) else ""
     return status_error(response.status_code, code, response=response,
-                        overflow=_overflow(response.status_code, code, message, error))
-
-
-def _overflow(status: object, code: str, message: str, body: object) -> bool:
-    """Tell whether a 4xx says the prompt does not fit the model's window."""
-    if status == 413:
-        return True
-    if status not in (400, 422):
-        return False
-    return code == "context_length_exceeded" or mentions_context(message, body)
+                        overflow=overflow(response.status_code, code, message, error))

@@ -271,12 +271,12 @@ def test_a_proxied_url_goes_out_on_the_sdk_clients_lanes(raw: RawServer, monkeyp
     monkeypatch.setenv("HTTP_PROXY", proxy)
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    lanes = model_lanes(openai.DefaultHttpxClient, target, {"x-test": "1"}, timeout_s=5, keep=1,
+    lanes = model_lanes(lambda: openai.DefaultHttpxClient, target, {"x-test": "1"}, timeout_s=5, keep=1,
                         keepalive_expiry=5.0)
     assert isinstance(lanes, HttpLanes) and lanes.post_json(b"{}", error_of) == {"via": "proxy"}
     assert raw.requests[0][1].startswith(f"POST {target} HTTP/1.1".encode())
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    plain = model_lanes(openai.DefaultHttpxClient, raw.url, {}, timeout_s=5, keep=1,
+    plain = model_lanes(lambda: openai.DefaultHttpxClient, raw.url, {}, timeout_s=5, keep=1,
                         keepalive_expiry=5.0)
     assert isinstance(plain, PlainLanes) and plain.post_json(b"{}", error_of) == {"via": "plain"}
 
