@@ -7,6 +7,7 @@ the current step. Tool messages always pair with their tool_call_id.
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from agentops.jsonstate import json_encoder
@@ -138,7 +139,7 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
         lines.append(f"[{mark}] {step['key']}: {step['title']}{note}")
     if state["facts"]:
         lines.append("## Confirmed facts")
-        for call_id, facts in list(state["facts"].items())[-20:]:
+        for call_id, facts in _last(state["facts"], 20):
             lines.append(_fact_line(call_id, facts, memo))
     kept = state.get("kept_out") or {}
     if kept:
@@ -146,6 +147,12 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
         lines.extend(f"- {call_id} ({k['tool']}): {k['summary'][:200]}"
                      for call_id, k in list(kept.items())[-20:])
     return "\n".join(lines)
+
+
+def _last(items: dict[str, Any], n: int) -> list[tuple[str, Any]]:
+    """Return the last ``n`` items of ``items`` in order, without copying the rest (the facts
+    of every call of the run, read on every model turn)."""
+    return list(islice(reversed(items.items()), n))[::-1]
 
 
 def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
