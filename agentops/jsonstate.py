@@ -4,6 +4,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
+from json.encoder import c_make_encoder as _c_make_encoder
+from json.encoder import encode_basestring as _plain_str
+from json.encoder import encode_basestring_ascii as _ascii_str
 from typing import Any
 
 from agentops.errors import InvalidInput
@@ -121,10 +125,33 @@ def strip_nul(text: str) -> str:
     return text
 
 
-# Encoders made once: ``json.dumps`` with any option builds a new JSONEncoder on every call,
-# and the engine encodes several small documents per step.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def json_encoder(*, sort_keys: bool = False, compact: bool = False,
+                 ensure_ascii: bool = True) -> Callable[[Any], str]:
+    """Return a function encoding a value exactly as ``json.dumps`` with these options does.
+
+    Made once per caller: ``json.dumps`` with any option builds a JSONEncoder on every call,
+    and ``JSONEncoder.encode`` builds its C encoder on every call too; the engine encodes
+    a few dozen small documents per step. The same C encoder writes the text, so it is the
+    same text; only a circular structure (never JSON) fails differently (RecursionError).
+    """
+    item, key = (",", ":") if compact else (", ", ": ")
+    encoder = json.JSONEncoder(sort_keys=sort_keys, separators=(item, key),
+                               ensure_ascii=ensure_ascii)
+    if _c_make_encoder is None:  # an interpreter without the C accelerator
+        return encoder.encode
+    strings = _ascii_str if ensure_ascii else _plain_str
+    chunks = _c_make_encoder(None, encoder.default, strings, None, key, item, sort_keys,
+                             False, True)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(chunks(value, 0))
+
+    return encode
+
+
+_CANONICAL = json_encoder(sort_keys=True, compact=True, ensure_ascii=False)
+_COMPACT = json_encoder(compact=True, ensure_ascii=False)
 
 
 def canonical_json(value: Any) -> str:

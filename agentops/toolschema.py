@@ -17,12 +17,14 @@ from typing import Any
 import pydantic
 from pydantic import ConfigDict, Field
 
+from agentops.jsonstate import json_encoder
 from ledger.errors import ToolInvalidArguments
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^(?P<indent>\s+)(?P<name>\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$")
 _SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]+:\s*$")
 _MAX_ERRORS = 5
+_JSON = json_encoder()  # as json.dumps; made once (every call's arguments go through it)
 
 
 def docstring_summary(fn: Callable[..., Any]) -> str:
@@ -183,7 +185,7 @@ def validate_args(model: type[pydantic.BaseModel], args: dict[str, Any], *,
     their JSON forms while ``"3"`` is still not an integer.
     """
     try:
-        return model.model_validate_json(json.dumps(args), strict=True)
+        return model.model_validate_json(_JSON(args), strict=True)
     except pydantic.ValidationError as exc:
         raise invalid(tool, [_problem(e) for e in exc.errors(include_url=False)]) from None
 
@@ -248,7 +250,7 @@ def typed_call(fn: Callable[..., Any], model: type[pydantic.BaseModel],
     def call(*head: Any, **args: Any) -> Any:
         if len(head) != leading:
             return fn(*head, **args)
-        parsed = model.model_validate_json(json.dumps(args))
+        parsed = model.model_validate_json(_JSON(args))
         values = {n: getattr(parsed, n) for n in names if n in args}
         return fn(*head, **values)
 

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 from django.db import IntegrityError
-from django.db.models import Model
+from django.db.models import ForeignObjectRel, Model
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.query_utils import DeferredAttribute
+from django.db.models.signals import post_init, pre_init
+
+M = TypeVar("M", bound=Model)
 
 
 @dataclass
@@ -44,3 +51,57 @@ class RowsUpdate:
 
     def __call__(self) -> int:
         return self.model.objects.filter(**self.where).update(**self.values)
+
+
+def row_new(model: type[M], **values: Any) -> M:
+    """Return ``model(**values)``, built without ``Model.__init__``'s walk over every field.
+
+    The engine makes a ledger row and two attempt rows per tool call; ``__init__`` pops each
+    of a ToolCall's 32 fields from its keywords (a KeyError for each one left out) and asks
+    each for its default. Here the defaults that are values are copied in one go, in field
+    order, and the given values set over them: the instance is the same (its ``__dict__``
+    and ``_state``). A related row given by name still goes through its descriptor (type
+    check, database routing, cache). Anything else (a property, a field with its own
+    descriptor, a pre_init or post_init receiver) takes ``__init__`` itself.
+    """
+    shape = _shape(model)
+    if shape is None or pre_init.receivers or post_init.receivers:
+        return model(**values)
+    blank, called, related = shape
+    obj = model.__new__(model)
+    obj._state = ModelState()
+    state = obj.__dict__
+    state.update(blank)
+    for attname, default in called:
+        if attname not in values:
+            state[attname] = default()
+    for name, value in values.items():
+        if name in blank:
+            state[name] = value
+        elif name in related:
+            setattr(obj, name, value)
+        else:
+            return model(**values)
+    return obj
+
+
+@cache
+def _shape(model: type[Model]) -> tuple[dict[str, Any], tuple, frozenset[str]] | None:
+    """Return (each field's default as a value, by attname, in field order; the callable
+    defaults; the names of related fields), or None when ``row_new`` must use ``__init__``."""
+    blank: dict[str, Any] = {}
+    called, related = [], set()
+    for f in model._meta.fields:
+        if f.column is None or f.generated:
+            continue
+        if type(model.__dict__.get(f.attname)) not in (DeferredAttribute,
+                                                       ForeignKeyDeferredAttribute):
+            return None
+        if f.has_default() and callable(f.default):
+            called.append((f.attname, f._get_default))
+            blank[f.attname] = None  # its place in field order; set per instance
+        else:
+            blank[f.attname] = f._get_default()  # the very value get_default() returns
+        if isinstance(f.remote_field, ForeignObjectRel):
+            related.add(f.name)
+    return blank, tuple(called), frozenset(related)

@@ -18,6 +18,7 @@ from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 from agentops.redaction import known_secrets
 
 RUN_FIELDS = ("run_id", "step", "turn", "tool_call_id", "attempt", "trace_id", "span_id")
+_KNOWN = frozenset(RUN_FIELDS)
 
 _context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_context", default=None)
 
@@ -25,8 +26,8 @@ _context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_conte
 @contextmanager
 def run_log_context(**fields: Any) -> Iterator[None]:
     """Stamp ``fields`` on every log record inside the block (nested blocks add to the outer)."""
-    unknown = set(fields) - set(RUN_FIELDS)
-    if unknown:
+    if not _KNOWN.issuperset(fields):  # entered around every unit: no sets built
+        unknown = set(fields) - _KNOWN
         raise TypeError(f"run_log_context takes {', '.join(RUN_FIELDS)}; got {sorted(unknown)}")
     values = {k: (str(v) if k == "run_id" else v) for k, v in fields.items() if v is not None}
     token = _context.set({**(_context.get() or {}), **values})

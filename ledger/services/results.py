@@ -11,11 +11,14 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.jsonstate import NotJSONSerializable, check_json, strip_nul
+from agentops.jsonstate import NotJSONSerializable, check_json, json_encoder, strip_nul
 from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
 from ledger.artifacts import artifact_put
 from ledger.services.paging import is_stream, log_spill
+
+
+_FACTS_TEXT = json_encoder(ensure_ascii=False)  # as json.dumps(..., ensure_ascii=False)
 
 
 class InvalidToolOutput(Exception):
@@ -54,7 +57,7 @@ def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
         raise InvalidToolOutput(f"tool {tool} returned facts that are not JSON: {exc}") from None
     raw = _scrubbed(raw, secrets)
     limit = settings.AGENTOPS_INLINE_RESULT_BYTES
-    facts_text = json.dumps(raw.facts, ensure_ascii=False)
+    facts_text = _FACTS_TEXT(raw.facts)
     summary = strip_nul(raw.summary or "")  # text for the model: repaired, not refused
     if is_stream(raw.log):
         return _layer_streamed(raw, facts_text, summary, limit, secrets)

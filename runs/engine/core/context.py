@@ -7,8 +7,10 @@ the current step. Tool messages always pair with their tool_call_id.
 """
 from __future__ import annotations
 
-import json
+from itertools import islice
 from typing import TYPE_CHECKING, Any
+
+from agentops.jsonstate import json_encoder
 
 if TYPE_CHECKING:  # the core only annotates with it; agents pulls in model clients
     from agentops.agents import Agent
@@ -28,6 +30,10 @@ KEPT_OUT_NOTE = ("## Full results kept out of the context\nThese results were to
 KEEP_TURNS = 12
 COMPACT_AT = 0.7
 SUMMARY_LINES = 40
+# Encoders made once: every model turn encodes each recent call's arguments and result.
+_JSON = json_encoder()
+_SORTED = json_encoder(sort_keys=True)
+_SORTED_TEXT = json_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def context_build(state: dict[str, Any], agent: Agent,
@@ -99,7 +105,7 @@ def compaction_summary(state: dict[str, Any], keep: int) -> tuple[int, str]:
 def tool_message_content(result: dict[str, Any] | None) -> str:
     """Return the JSON a tool message carries for a recorded result."""
     if result is None:
-        return json.dumps({"status": "pending"})
+        return _JSON({"status": "pending"})
     body: dict[str, Any] = {"status": result.get("status")}
     if result.get("summary"):
         body["summary"] = result["summary"]
@@ -112,7 +118,7 @@ def tool_message_content(result: dict[str, Any] | None) -> str:
         body["error"] = result["error"]
     if result.get("artifact"):
         body["full_result"] = "kept out of the context; expand_result reads it by tool_call_id"
-    return json.dumps(body, ensure_ascii=False, sort_keys=True)
+    return _SORTED_TEXT(body)
 
 
 def _pinned(state: dict[str, Any]) -> str:
@@ -120,7 +126,7 @@ def _pinned(state: dict[str, Any]) -> str:
     text = f"## Goal\n{run.get('goal', '')}\n"
     if run.get("constraints"):
         text += "## Constraints\n" + "\n".join(f"- {c}" for c in run["constraints"]) + "\n"
-    return text + "## Input\n" + json.dumps(run.get("input", {}), sort_keys=True)
+    return text + "## Input\n" + _SORTED(run.get("input", {}))
 
 
 def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> str:
@@ -133,7 +139,7 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
         lines.append(f"[{mark}] {step['key']}: {step['title']}{note}")
     if state["facts"]:
         lines.append("## Confirmed facts")
-        for call_id, facts in list(state["facts"].items())[-20:]:
+        for call_id, facts in _last(state["facts"], 20):
             lines.append(_fact_line(call_id, facts, memo))
     kept = state.get("kept_out") or {}
     if kept:
@@ -143,11 +149,17 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
     return "\n".join(lines)
 
 
+def _last(items: dict[str, Any], n: int) -> list[tuple[str, Any]]:
+    """Return the last ``n`` items of ``items`` in order, without copying the rest (the facts
+    of every call of the run, read on every model turn)."""
+    return list(islice(reversed(items.items()), n))[::-1]
+
+
 def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
     entry = memo.get(("fact", call_id)) if memo is not None else None
     if entry is not None and entry[0] is facts:
         return entry[1]
-    line = f"- {call_id}: {json.dumps(facts, sort_keys=True)[:400]}"
+    line = f"- {call_id}: {_SORTED(facts)[:400]}"
     if memo is not None:
         memo[("fact", call_id)] = (facts, line)
     return line
@@ -158,7 +170,7 @@ def _current(state: dict[str, Any]) -> str:
     step = next((s for s in state["plan"] if s["key"] == key), {"title": key, "input": {}})
     turns = state["steps"].get(key, {}).get("turns", 0)
     text = (f"## Current step: {key} (turn {turns + 1})\n{step['title']}\n"
-            f"## Step input\n{json.dumps(step.get('input', {}), sort_keys=True)}")
+            f"## Step input\n{_SORTED(step.get('input', {}))}")
     if step.get("instructions"):
         text += f"\n## Step instructions (set by a person)\n{step['instructions']}"
     missing = state["steps"].get(key, {}).get("missing")
@@ -168,7 +180,7 @@ def _current(state: dict[str, Any]) -> str:
             [f"a successful {t}" for t in done.get("tools", [])]
             + [f"fact {f}" for f in done.get("facts", [])]
             + (["a JSON answer fitting the output schema"] if "output_schema" in done else []))
-        text += "\n" + INCOMPLETE_NOTE.format(fields=json.dumps(missing), reason=reason)
+        text += "\n" + INCOMPLETE_NOTE.format(fields=_JSON(missing), reason=reason)
     return text
 
 
@@ -189,7 +201,7 @@ def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:
     if turn["calls"]:
         msg["tool_calls"] = [
             {"id": c["id"], "type": "function",
-             "function": {"name": c["name"], "arguments": json.dumps(c.get("args") or {})}}
+             "function": {"name": c["name"], "arguments": _JSON(c.get("args") or {})}}
             for c in turn["calls"]
         ]
     out = [msg]

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentops import clock
 from agentops.redaction import Secrets
+from agentops.writes import row_new
 from agentops.tools import ToolSpec
 from approvals.records import approval_build, approval_needed, approvals_insert
 from ledger.keys import args_hash, idempotency_key, redact
@@ -137,7 +138,8 @@ def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     sensitive = {k: args[k] for k in names}
     # Known from now on: this unit's events (the reply, results) are scrubbed of it too.
     session.secrets = session.secrets | Secrets.of(sensitive.values())
-    return ToolCall(
+    return row_new(
+        ToolCall,
         tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,
         step_key=step, turn=turn, index=p.index, tool=p.name, args=redact(args, names),
         args_hash=args_hash(args), idempotency_key=p.key, effect=spec.effect,

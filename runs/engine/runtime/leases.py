@@ -91,6 +91,9 @@ class _Held:
     deadline: float | None = None  # monotonic: past it the call is hung, renew no more
 
 
+_IDLE_EXIT_S = 1.0
+
+
 class _Keeper:
     """One daemon thread per process renewing the leases of model and tool calls that run long.
 
@@ -105,6 +108,7 @@ class _Keeper:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._slow_s = 0.5
+        self._idle_since: float | None = None  # time.monotonic() when the last call left
 
     def add(self, held: _Held) -> int:
         with self._lock:
@@ -121,15 +125,24 @@ class _Keeper:
             self._held.pop(key, None)
 
     def _keeping(self) -> bool:
-        """Return False (and close this thread's connection) once no call is held: an idle
-        keeper holds no database session (a test database could not be dropped under it);
-        the next ``add`` starts a new keeper."""
+        """Return False once no call was held for ``_IDLE_EXIT_S``; the next ``add`` starts a
+        new keeper. An idle keeper closes its connection at once: it holds no database
+        session (a test database could not be dropped under it). It lingers a moment first,
+        so a run of short calls (a model turn, then its reads) starts one thread, not one each.
+        """
         with self._lock:
             if self._held:
+                self._idle_since = None
                 return True
-            self._thread = None
+            now = time.monotonic()
+            if self._idle_since is not None:
+                if now - self._idle_since < _IDLE_EXIT_S:
+                    return True  # its connection was closed when it went idle
+                self._thread = self._idle_since = None
+                return False
+            self._idle_since = now
         connection.close()
-        return False
+        return True
 
     def _loop(self) -> None:
         close_old_connections()

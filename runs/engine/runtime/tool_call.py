@@ -19,7 +19,7 @@ from django.conf import settings
 from agentops import clock
 from agentops.control import LeaseLost
 from agentops.tools import ToolContext, ToolSpec
-from agentops.writes import RowsUpdate
+from agentops.writes import RowsUpdate, row_new
 from ledger.models import ToolAttempt, ToolCall
 from ledger.sealed import unseal
 from ledger.services.execute import Outcome, run_calls
@@ -145,8 +145,8 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
             also.append(toolcall_update(c, S.RUNNING, attempts=c.attempts))
         else:
             toolcall_move(c, S.RUNNING)  # inserted below, already running
-        opened.append(ToolAttempt(tool_call=c, attempt=n, status=S.RUNNING,
-                                  worker=session.worker, started_at=now))
+        opened.append(row_new(ToolAttempt, tool_call=c, attempt=n, status=S.RUNNING,
+                              worker=session.worker, started_at=now))
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
@@ -291,10 +291,10 @@ def _attempt(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
              worker: str) -> ToolAttempt:
     now = clock.now()
     status = {"succeeded": S.SUCCEEDED, "timed_out": S.TIMED_OUT}.get(outcome.status, S.FAILED)
-    return ToolAttempt(tool_call=call, attempt=n, status=status, worker=worker,
-                       error_class=outcome.category, error=outcome.message[:500],
-                       started_at=started, finished_at=now,
-                       duration_ms=int((now - started).total_seconds() * 1000))
+    return row_new(ToolAttempt, tool_call=call, attempt=n, status=status, worker=worker,
+                   error_class=outcome.category, error=outcome.message[:500],
+                   started_at=started, finished_at=now,
+                   duration_ms=int((now - started).total_seconds() * 1000))
 
 
 # --- 5. record ---

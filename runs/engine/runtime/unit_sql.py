@@ -37,7 +37,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
-from agentops.jsonstate import compact_json
+from agentops.jsonstate import compact_json, json_encoder
 from agentops.writes import RowsInsert, RowsUpdate
 from runs.engine.runtime import unit_overlap
 from runs.engine.runtime.unit_where import UNKNOWN as _UNKNOWN, row_value, where_sql
@@ -46,7 +46,7 @@ from runs.models.event import CURRENT_EVENT_SCHEMA, event_month
 from runs.pooler import pooled
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
-_ROWS_JSON = json.JSONEncoder(separators=(",", ":")).encode  # made once (see compact_json)
+_ROWS_JSON = json_encoder(compact=True)  # made once (see agentops.jsonstate)
 _NEVER = 2**31
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 _AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
