@@ -41,11 +41,13 @@ def _key(session: RunSession, tool: str) -> tuple[str, str, str]:
 def reads_held(session: RunSession, calls: Sequence[ToolCall]) -> bool:
     """Return True when the reply asking for ``calls`` (plain reads) may wait for them.
 
-    Every tool answered within AGENTOPS_READ_RIDE_MS last time here, and no two calls share
-    a key (their events would be keyed: such a unit waits for its commit).
+    Every tool answered within AGENTOPS_READ_RIDE_MS last time here, no two calls share a
+    key (their events would be keyed: such a unit waits for its commit), and no earlier
+    read's result is still riding: a read may look at the ledger (``next_page`` does), and
+    the reply's unit, sent first, writes what rides before the read runs.
     """
     limit = settings.AGENTOPS_READ_RIDE_MS
-    return (limit > 0 and bool(calls)
+    return (limit > 0 and bool(calls) and not session.riding
             and all(c.effect != "write" for c in calls)
             and len({c.idempotency_key for c in calls}) == len(calls)
             and all(_last_ms.get(_key(session, c.tool), limit + 1) <= limit for c in calls))
