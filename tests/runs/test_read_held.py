@@ -22,7 +22,7 @@ from runs.engine.runtime import read_rides, session as session_mod
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
-from runs.services import run_start
+from runs.services import run_cancel, run_start
 from tests.conftest import drive
 from tests.console_factories import client_for, make_role_users
 
@@ -31,7 +31,7 @@ reads: list[str] = []
 paid: list[int] = []
 asked: list[int] = []
 seen: dict = {}
-how = {"slow_s": 0.0, "crash_turn": 0, "crash_read": "", "look_in_turn": 0}
+how = {"slow_s": 0.0, "crash_turn": 0, "crash_read": "", "look_in_turn": 0, "cancel_read": ""}
 
 
 class Crash(RunControl):
@@ -45,6 +45,8 @@ def look(ctx, q: str) -> ToolResult:
     if how["crash_read"] == q:
         how["crash_read"] = ""
         raise Crash("killed while the held read runs")
+    if how["cancel_read"] == q:
+        run_cancel(run=Run.objects.get(pk=ctx.run_id), reason="stop")  # a person, meanwhile
     return ToolResult(facts={"q": q}, summary=f"{q} found")
 
 
@@ -73,7 +75,7 @@ def agent(engine):
     paid.clear()
     asked.clear()
     seen.clear()
-    how.update(slow_s=0.0, crash_turn=0, crash_read="", look_in_turn=0)
+    how.update(slow_s=0.0, crash_turn=0, crash_read="", look_in_turn=0, cancel_read="")
     read_rides._last_ms.clear()
     registry.register(Agent(name="held", version="1", system_prompt="t", tools=[look, pay],
                             plan=[StepSpec("s")], model=lambda: ScriptedModel(_script)))
@@ -164,6 +166,21 @@ def test_a_worker_lost_while_held_reads_run_asks_its_model_again(agent):
     assert list(ToolAttempt.objects.filter(tool_call__run=run, tool_call__args={"q": "b"})
                 .values_list("attempt", "status")) == [(1, "succeeded")]
     assert paid == [5]  # no write twice
+    assert replay_state(run.pk) == load_state(run.pk)
+
+
+def test_a_run_cancelled_while_held_reads_run_records_nothing_of_them(agent):
+    _warm(agent)
+    reads.clear()
+    how["cancel_read"] = "b"
+    run = run_start(agent=agent, goal="g")
+    assert drive(run) == "cancelled"
+    assert reads == ["a#1", "b#1"]
+    # The held unit met the cancel's version and wrote nothing: no row, no late result of a
+    # call whose reply never reached the log.
+    assert not ToolCall.objects.filter(run=run, args={"q": "b"}).exists()
+    assert not Event.objects.filter(run=run, type="tool.late_result").exists()
+    assert _log(run)[-3:] == ["model.requested", "run.cancelled", "run.status"]
     assert replay_state(run.pk) == load_state(run.pk)
 
 
