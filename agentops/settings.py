@@ -192,9 +192,11 @@ AGENTOPS_UNIT_SQL = _env_bool("AGENTOPS_UNIT_SQL", True)
 # ... and a progress unit is sent without waiting for its commit: the worker computes the next
 # unit meanwhile (runs/engine/runtime/unit_overlap.py); off = every unit waits for its commit.
 AGENTOPS_UNIT_OVERLAP = _env_bool("AGENTOPS_UNIT_OVERLAP", True)
-# A quick read's result rides the run's next unit (one commit a step) when the read and the
-# run's last model call each took at most this many milliseconds; 0: every result commits
-# on its own (runs/engine/runtime/tool_call.py).
+# The bound of a quick read (ms): a reply asking only for reads of tools this process saw
+# take at most this long commits once with their results, before the next model call; else
+# a read's result rides the run's next unit when the read and the run's last model call
+# each took at most this long; 0: every result commits on its own
+# (runs/engine/runtime/read_rides.py).
 AGENTOPS_READ_RIDE_MS = _env_int("AGENTOPS_READ_RIDE_MS", 50)
 Q_CLUSTER = {
     "name": "agentops",

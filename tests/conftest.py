@@ -74,6 +74,15 @@ def _artifacts_in_tmp(settings, tmp_path):
     settings.STORAGES = storages  # Django's setting_changed handler resets the storages
 
 
+@pytest.fixture(autouse=True)
+def _no_read_seen_quick():
+    """Start every test in a process that has seen no read tool answer (runs.engine.runtime.
+    read_rides): whether a reply waits for its reads does not depend on the tests before."""
+    from runs.engine.runtime import read_rides
+
+    read_rides._last_ms.clear()
+
+
 @pytest.fixture
 def run(db):
     """A queued run with its run.created event, for a test agent that needs no registry."""

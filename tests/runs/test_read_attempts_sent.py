@@ -20,7 +20,7 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine.runtime import unit_overlap
+from runs.engine.runtime import read_rides, tool_call, unit_overlap
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.engine.runtime.snapshots import load_state, replay_state
@@ -79,6 +79,13 @@ def agent(engine):
 
 
 @pytest.fixture
+def unheld(monkeypatch):
+    """No reply held for its reads: every read opens its attempt in a unit sent before it runs,
+    as for a tool this process has not seen answer quickly yet (held replies: the last test)."""
+    monkeypatch.setattr(tool_call, "reads_held", lambda session, calls: False)
+
+
+@pytest.fixture
 def sent(monkeypatch):
     """Each unit sent without waiting: True when it was a fence (it checks the lease owner)."""
     fences: list[bool] = []
@@ -106,7 +113,7 @@ def _drive(run_id) -> str:
     return Run.objects.get(pk=run_id).status
 
 
-def test_reads_attempts_are_sent_writes_confirmed_and_the_log_is_the_same(agent, sent,
+def test_reads_attempts_are_sent_writes_confirmed_and_the_log_is_the_same(unheld, agent, sent,
                                                                            settings):
     settings.AGENTOPS_UNIT_OVERLAP = False
     waited = run_start(agent=agent, goal="g").pk
@@ -128,7 +135,7 @@ def test_reads_attempts_are_sent_writes_confirmed_and_the_log_is_the_same(agent,
     assert replay_state(run) == load_state(run)
 
 
-def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_again(
+def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_again(unheld,
         agent, monkeypatch):
     """The run changes (another writer) just before the second read's fence goes out: that
     unit does not commit, the read runs anyway (it was sent), the worker learns it at its next
@@ -169,7 +176,7 @@ def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_ag
     assert replay_state(run) == load_state(run)
 
 
-def test_a_worker_lost_after_a_read_fence_committed_runs_the_read_as_its_next_attempt(
+def test_a_worker_lost_after_a_read_fence_committed_runs_the_read_as_its_next_attempt(unheld,
         agent, monkeypatch):
     """Killed in the model call after read b ran, its fence sent (and committed): recovery
     finds b's attempt open, closes it ``worker_lost`` and runs b again as attempt 2."""
@@ -199,4 +206,23 @@ def test_a_worker_lost_after_a_read_fence_committed_runs_the_read_as_its_next_at
     assert list(b.attempt_rows.order_by("attempt").values_list(
         "attempt", "status", "error_class")) == [(1, "timed_out", "worker_lost"),
                                                  (2, "succeeded", "")]
+    assert replay_state(run) == load_state(run)
+
+
+def test_held_reads_go_out_with_their_reply_and_a_write_still_sees_them_committed(agent, sent):
+    read_rides._last_ms.clear()
+    assert _drive(run_start(agent=agent, goal="warm").pk) == "succeeded"  # ``look`` seen quick
+    reads.clear()
+    paid.clear()
+    sent.clear()
+    run = run_start(agent=agent, goal="g").pk
+    assert _drive(run) == "succeeded"
+    assert sent.count(True) == 0  # no read fence: each reply went out with its reads' results
+    assert reads == ["a#1", "b#1", "c#1"]
+    # The write's fence read every unit sent before it: the held reads' rows and results
+    # were committed (seen from another connection) before its effect.
+    assert paid == [{"my_attempt": "running", "looks": [("succeeded", True)]},
+                    {"my_attempt": "running", "looks": [("succeeded", True)] * 3}]
+    attempts = ToolAttempt.objects.filter(tool_call__run_id=run)
+    assert sorted(attempts.values_list("attempt", "status")) == [(1, "succeeded")] * 5
     assert replay_state(run) == load_state(run)

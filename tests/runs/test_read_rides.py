@@ -1,9 +1,11 @@
 """A quick read's result rides the run's next unit: one commit a step, the same log.
 
-The read's attempt is still committed open before it runs, so a worker lost between the read
-and the unit carrying its result runs the read again as its next attempt; a write's attempt
-is committed (with the read results before it) before its effect, and a write's result is
-never held back.
+A reply asking only for reads of tools this process saw answer quickly holds its unit until
+they ran (tests/runs/test_read_held.py); a read of a tool not seen yet opens its attempt in
+a unit sent before it runs, and its result rides the next reply's unit. A worker lost
+between the read and the unit carrying its result runs the read again as its next attempt;
+a write's attempt is committed (with the read results before it) before its effect, and a
+write's result is never held back.
 """
 import datetime as dt
 
@@ -14,7 +16,7 @@ from agentops.control import RunControl
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolAttempt, ToolCall
-from runs.engine.runtime import session as session_mod
+from runs.engine.runtime import read_rides, session as session_mod, tool_call
 from runs.engine.runtime.recovery import runs_recover_expired
 from runs.engine.runtime.snapshots import load_state, replay_state
 from runs.models import Event, Run
@@ -63,6 +65,7 @@ def agent(engine):
     reads.clear()
     paid.clear()
     crash["at_turn"] = 0
+    read_rides._last_ms.clear()  # no tool seen yet in this process
     registry.register(Agent(name="rides", version="1", system_prompt="t", tools=[look, pay],
                             plan=[StepSpec("s")], model=lambda: ScriptedModel(_script)))
     return "rides"
@@ -91,13 +94,13 @@ def _log(run):
     return list(Event.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
 
 
-def test_a_read_result_rides_the_next_reply_and_the_log_is_the_same(agent, units, settings):
+def test_quick_reads_commit_with_their_reply_and_the_log_is_the_same(agent, units, settings):
     settings.AGENTOPS_READ_RIDE_MS = 0
     alone = run_start(agent=agent, goal="g")
     assert drive(alone) == "succeeded"
     alone_units = list(units)
     units.clear()
-    settings.AGENTOPS_READ_RIDE_MS = 50
+    settings.AGENTOPS_READ_RIDE_MS = 50  # ``look`` answered quickly in this process
     rides = run_start(agent=agent, goal="g")
     assert drive(rides) == "succeeded"
 
@@ -105,10 +108,23 @@ def test_a_read_result_rides_the_next_reply_and_the_log_is_the_same(agent, units
     settled_alone = ["tool.result", "model.requested"]
     assert alone_units.count(settled_alone) == 4  # every result committed on its own
     assert units.count(settled_alone) == 2  # the writes' results only
-    # Each read's result is written by the unit of the reply after it: two commits fewer.
-    assert ["tool.result", "model.requested", "model.replied", "tool.started"] in units
+    # Each read step is one unit: its reply, the attempt, the result and the next request.
+    assert units.count(["model.replied", "tool.started", "tool.result", "model.requested"]) == 2
     assert len(units) == len(alone_units) - 2
     assert replay_state(rides.pk) == load_state(rides.pk)
+
+
+def test_a_read_of_a_tool_not_seen_yet_rides_the_next_reply(agent, units):
+    run = run_start(agent=agent, goal="g")
+    assert drive(run) == "succeeded"
+    # ``look`` not seen yet: its attempt opened in the reply's unit, sent before it ran, and
+    # its result rode the next reply's unit. That reply was not held for the second read
+    # although ``look`` was now seen quick: a result was riding, and a read may look at the
+    # ledger, so the reply's unit went out first, with it.
+    assert units.count(["tool.result", "model.requested", "model.replied", "tool.started"]) == 1
+    assert ["tool.result", "model.requested", "model.replied"] in units  # before the write
+    assert units.count(["tool.result", "model.requested"]) == 2  # the writes' results only
+    assert replay_state(run.pk) == load_state(run.pk)
 
 
 def test_a_write_commits_its_attempt_and_the_read_results_before_its_effect(agent, units):
@@ -120,7 +136,9 @@ def test_a_write_commits_its_attempt_and_the_read_results_before_its_effect(agen
     assert [c["my_attempt"] for c in paid] == ["running", "running"]
 
 
-def test_a_worker_lost_before_the_unit_carrying_a_read_result_runs_the_read_again(agent, units):
+def test_a_worker_lost_before_the_unit_carrying_a_read_result_runs_the_read_again(
+        agent, units, monkeypatch):
+    monkeypatch.setattr(tool_call, "reads_held", lambda session, calls: False)  # rides only
     crash["at_turn"] = 4  # dies in the model call after the second read, before its result
     run = run_start(agent=agent, goal="g")
     with pytest.raises(Crash):

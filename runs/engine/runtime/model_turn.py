@@ -1,10 +1,12 @@
 """One model turn: check budgets and guards, build the context, call the model, record the reply.
 
 The reply and the ledger rows of the calls it asks for commit together (before_tool_call).
-When every call is a plain read, they run inline: the reply, their rows and their opened
-attempts go out as one unit (sent, committed while the reads run), the reads run, their
-results commit with the next unit (a quick read's ride the next reply's,
-runs.engine.runtime.tool_call._rides).
+When every call is a plain read, they run inline: of tools seen to answer quickly, the
+reply waits for them and goes out with their results as one unit before the next model call
+(runs.engine.runtime.read_rides.reads_held); otherwise the reply, their rows and their
+opened attempts go out as one unit (sent, committed while the reads run), the reads run,
+and their results commit with the next unit (a quick read's ride the next reply's,
+runs.engine.runtime.read_rides.results_ride).
 """
 from __future__ import annotations
 

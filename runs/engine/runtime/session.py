@@ -171,9 +171,10 @@ class RunSession:
         """Apply ``events`` to the state now and write them (and ``also``) first in the next unit.
 
         Only for events that touch no step and whose loss the next executor makes good: a
-        context compaction (derived again from the same state) or a quick read's result
+        context compaction (derived again from the same state), a quick read's result
         (``tool_call``: its attempt is committed open, so a crash before the next unit runs
-        the read again as its next attempt). Saves the unit's round trip and commit.
+        the read again as its next attempt) or a reply held for its quick reads (lost with
+        them: the model is asked again, ``read_rides``). Saves the unit's round trip and commit.
         """
         self._apply(events_scrubbed(events, self.secrets), deferred=True)
         self.deferred_also.extend(also)

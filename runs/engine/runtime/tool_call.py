@@ -39,6 +39,14 @@ from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.fencing import hard_deadline, tool_timeout
 from runs.engine.runtime.leases import heartbeat_for, lease_kept
 from runs.engine.runtime.outcomes import block, go_unknown, retry_delay, wait
+from runs.engine.runtime.read_rides import (
+    attempt_held,
+    attempt_settle_held,
+    held_calls,
+    reads_held,
+    reads_timed,
+    results_ride,
+)
 from runs.engine.runtime.parking import (
     late_results_record,
     limits_gate,
@@ -64,20 +72,23 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     writes = [c for c in calls if c.effect == "write"]
     # 2. fence: every call's attempt opens in a unit proving the lease; a write's is committed
     # before it runs, a batch of reads' is sent before they run (a call run again after its
-    # worker died gets the next attempt number, if that unit committed)
-    _mark_running(session, calls, events, new_rows,
+    # worker died gets the next attempt number, if that unit committed), or held with its
+    # reply's until they ran, when their tools answer quickly (read_rides)
+    _mark_running(session, calls, events, new_rows, held=new_rows and reads_held(session, calls),
                   wait=bool(writes) or len({c.idempotency_key for c in calls}) < len(calls))
     events, new_rows = [], False
     jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes))  # 3. run
     settled = [parked_settlement(session, c, ctx)  # 4. settle
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
+    reads_timed(session, settled)
     telemetry.tools_settled(settled, started,
                             trace_spans.tools_settled(session, step, settled, started))
     try:
         record_settled(session, step, settled, events, new_rows)  # 5. record
     except LeaseLost:
-        late_results_record(session, settled, new_rows)
+        if not held_calls(settled):  # a held reply never reached the log: nothing to close
+            late_results_record(session, settled, new_rows)
         raise
 
 
@@ -128,13 +139,14 @@ def call_job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, 
 
 
 def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEvent],
-                  new_rows: bool, *, wait: bool) -> None:
+                  new_rows: bool, *, wait: bool, held: bool = False) -> None:
     """Open an attempt of each call in one fenced unit (lease proven, then renewed).
 
     ``wait`` (a write among them): committed before any effect. Reads only: sent, and
     PostgreSQL commits it while they run; the writers settling them name the rows by their
     ``tool_call_id`` (their ids come back once the unit is read), and the next unit learns
-    whether it committed (docs/workers.md, "Fencing")."""
+    whether it committed (docs/workers.md, "Fencing"). ``held`` (a reply's quick reads):
+    deferred, written with their results, its rows inserted as they are then (read_rides)."""
     also = [toolcalls_insert(calls)] if new_rows else []
     evs = list(events)
     now = clock.now()
@@ -150,10 +162,16 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
                             tool_call_id=c.tool_call_id, attempt=n))
     also.append(attempts_insert(opened))
-    session.commit(evs + versions_first_used(session, calls), also=also, fence=True, wait=wait)
+    if held:
+        session.defer(evs + versions_first_used(session, calls), also=also)
+    else:
+        session.commit(evs + versions_first_used(session, calls), also=also, fence=True,
+                       wait=wait)
     for a in opened:
         a.tool_call.opened_attempt = a.attempt
         a.tool_call.opened_at = now
+        if held:
+            a.tool_call.held_attempt = a
 
 
 def _run(session: RunSession, step: str, calls: list[ToolCall], *,
@@ -305,12 +323,16 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
     evs, also, fresh_attempts = list(events), [], []
     for st in settled:
         evs.extend(st.events)
-        if new_rows:
-            toolcall_move(st.call, st.status, **st.fields)  # inserted below with its outcome
+        held = attempt_held(st.call)
+        if new_rows or held is not None:
+            # Inserted below, or by the held unit this one writes first, with its outcome.
+            toolcall_move(st.call, st.status, **st.fields)
         else:
             also.append(toolcall_update(st.call, st.status, **st.fields))
         if st.attempt is not None:
-            if getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
+            if held is not None and held.attempt == st.attempt.attempt:
+                attempt_settle_held(held, st.attempt)
+            elif getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
                 also.append(_attempt_close(st.attempt))
             else:
                 fresh_attempts.append(st.attempt)
@@ -357,27 +379,10 @@ def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list
     else:
         if not retry and not _open_in_step(session, step, settled):
             evs.append(NewEvent(EventType.MODEL_REQUESTED, {"step": step, "turn": session.state["turn"] + 1}))
-        if _rides(session, settled):
+        if results_ride(session, settled):
             session.defer(evs, also=also, riding=settled)
         else:
             session.commit(evs, also=also)
-
-
-def _rides(session: RunSession, settled: list[Settlement]) -> bool:
-    """Return True when the results of quick reads may ride the run's next unit.
-
-    That unit comes soon (the run's model replied within AGENTOPS_READ_RIDE_MS) and carries
-    them in its own commit: one commit a step. Their attempts were committed open before
-    they ran, so a crash before that unit runs each read again as its next attempt (a read
-    is safe to repeat, and the time lost is bounded by the same setting). A write's result
-    is never held back: its effect happened, and only its recorded outcome says so.
-    """
-    limit = settings.AGENTOPS_READ_RIDE_MS
-    model_ms = session.reply_marks.get("ms")
-    return (limit > 0 and model_ms is not None and model_ms <= limit
-            and all(st.next == "continue" and st.call.effect != "write"
-                    and st.attempt is not None and st.attempt.duration_ms <= limit
-                    for st in settled))
 
 
 def _open_in_step(session: RunSession, step: str, settled: list[Settlement]) -> bool:
