@@ -217,10 +217,13 @@ Q_CLUSTER = {
     # runs it has in flight (runs.slots), so recycle rarely (AGENTOPS_Q_RECYCLE).
     "recycle": _env_int("AGENTOPS_Q_RECYCLE", 1_000_000),
     "orm": "default",
+    # q2's ORM broker, on PostgreSQL woken by NOTIFY instead of polled every `poll`.
+    "broker_class": "runs.engine.runtime.q2_broker.ListeningBroker",
     "label": "Django Q2",
 }
 if os.environ.get("AGENTOPS_Q_BROKER") == "redis" and REDIS_URL:
     Q_CLUSTER.pop("orm")
+    Q_CLUSTER.pop("broker_class")
     Q_CLUSTER["redis"] = REDIS_URL
 
 # Engine settings (documented in docs/settings.md).

@@ -18,9 +18,12 @@ another server connection. What AgentOps kept in a session, and what it does ins
   its pooled sessions are named ``pooled host:pid``, which no owner matches. Without a direct
   URL nothing is judged dead by name: runs wait out their lease TTL.
 
-No advisory lock or ``LISTEN`` is used anywhere (live updates go through the channel
-layer); the lease itself was always a row (``lease_owner``, ``lease_expires_at``), fenced by
-version and owner at every commit, so none of this touches a lease check.
+- ``LISTEN`` (q2's pusher waits for the ``NOTIFY`` of a queued task on its own session,
+  runs.engine.runtime.q2_broker): the pusher polls the queue table instead.
+
+No advisory lock is used anywhere (live updates go through the channel layer); the lease
+itself was always a row (``lease_owner``, ``lease_expires_at``), fenced by version and
+owner at every commit, so none of this touches a lease check.
 """
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ session tells an owner is alive: only expiries are watched.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
-import re
 import threading
 from dataclasses import dataclass, field
 
@@ -36,8 +36,9 @@ from runs.pooler import owners_judged
 
 log = logging.getLogger("agentops.recoverer")
 _SLOW_S = 0.5  # a round slower than this is logged: recovery waits for it
-_WORKER_NAME = re.compile(r":[0-9]+$")
-_NAMES_SQL = "SELECT DISTINCT application_name FROM pg_stat_activity WHERE application_name <> ''"
+# Only worker-named sessions (``host:pid``), filtered by the server.
+_NAMES_SQL = ("SELECT DISTINCT application_name FROM pg_stat_activity "
+              "WHERE application_name ~ ':[0-9]+$'")
 
 
 @dataclass
@@ -66,10 +67,7 @@ def recover_round(watch: Watch) -> float:
             log.info("recovered %d runs of dead workers", len(dead))
         watch.owners_due = now + interval
     if now >= watch.expiry_due:
-        expired = runs_recover_expired()
-        if expired:
-            log.info("recovered %d runs whose lease expired", len(expired))
-        watch.expiry_due = now + _until_next_expiry(interval)
+        watch.expiry_due = now + _expiry_look(interval)
     wait = watch.expiry_due - now
     if judged:
         wait = min(wait, settings.AGENTOPS_RECOVERY_CHECK_S)
@@ -80,7 +78,7 @@ def _owners_vanished(watch: Watch) -> bool:
     """Return True when a worker-named session seen last time is gone (one catalog read)."""
     with connection.cursor() as cur:
         cur.execute(_NAMES_SQL)
-        names = {name for (name,) in cur.fetchall() if _WORKER_NAME.search(name)}
+        names = {name for (name,) in cur.fetchall()}
     gone = bool(watch.names - names)
     watch.names = names
     if watch.seen is not None:
@@ -88,14 +86,29 @@ def _owners_vanished(watch: Watch) -> bool:
     return gone
 
 
-def _until_next_expiry(cap_s: float) -> float:
-    """Return seconds until the first lease expires (a little after it), at most ``cap_s``.
+def _expiry_look(cap_s: float) -> float:
+    """Recover the runs whose lease expired, if any; return seconds until the next look.
+
+    One read tells the next expiry and whether one has passed: the recovery's own query
+    runs only then (then the next expiry is read again), not at every look.
+    """
+    first, overdue = lease_next_expiry(now=clock.now())
+    if not overdue:
+        return _until(first, overdue, cap_s)
+    expired = runs_recover_expired()
+    if expired:
+        log.info("recovered %d runs whose lease expired", len(expired))
+    first, overdue = lease_next_expiry(now=clock.now())
+    return _until(first, overdue, cap_s)
+
+
+def _until(first: dt.datetime | None, overdue: bool, cap_s: float) -> float:
+    """Return seconds until ``first`` (a little after it), at most ``cap_s``.
 
     A lease expired but not recovered (its row locked by a holder not yet idle long enough
     to be ended) is tried again after ``AGENTOPS_RECOVERY_CHECK_S``, never in a busy loop.
     """
     now = clock.now()
-    first, overdue = lease_next_expiry(now=now)
     if overdue:
         cap_s = min(cap_s, settings.AGENTOPS_RECOVERY_CHECK_S)
     if first is None:

@@ -35,6 +35,7 @@ from runs.engine.runtime.waits import children_wake, signals_wake, timers_wake, 
 from runs.models import WorkerHeartbeat
 from runs.partitions import partitions_ensure_due
 from runs.services_operator.deadline import deadlines_enforce
+from runs.sweep_due import sweep_due
 
 log = logging.getLogger("agentops.sweeper")
 
@@ -81,8 +82,11 @@ def sweep_once(*, name: str | None = None, recover: bool = True) -> SweepReport:
     ``recover=False``: leave the runs of lost workers to the host's recoverer thread
     (runs.recoverer), which notices them sooner.
     """
-    done: dict[str, list[Any]] = {part: [] for part, _ in _RECOVERY}
+    done: dict[str, list[Any]] = {part: [] for part, _ in _RECOVERY + _PARTS}
+    due = _due()
     for part, fn in (_RECOVERY + _PARTS) if recover else _PARTS:
+        if not due.get(part, True):
+            continue  # its own query would find nothing (runs.sweep_due)
         try:
             done[part] = fn()
         except Exception:  # noqa: BLE001 - isolate the parts; logged with the trace
@@ -90,6 +94,15 @@ def sweep_once(*, name: str | None = None, recover: bool = True) -> SweepReport:
             done[part] = []
     heartbeat_stamp(name=name or sweeper_name())
     return SweepReport(**done)
+
+
+def _due() -> dict[str, bool]:
+    """Return which parts may have work; every part when that cannot be told."""
+    try:
+        return sweep_due()
+    except DatabaseError:
+        log.exception("the sweep's look for due work failed; every part runs")
+        return {}
 
 
 def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
@@ -113,9 +126,10 @@ def sweep_loop(stop: threading.Event, *, interval_s: float | None = None,
 
 def heartbeat_stamp(*, name: str) -> None:
     """Record that the process called ``name`` is alive now."""
-    WorkerHeartbeat.objects.update_or_create(
-        name=name, defaults={"host": socket.gethostname(), "pid": os.getpid(),
-                             "seen_at": clock.now()})
+    # One UPDATE a sweep; only the first sweep of a process inserts (the name holds its pid).
+    fields = {"host": socket.gethostname(), "pid": os.getpid(), "seen_at": clock.now()}
+    if not WorkerHeartbeat.objects.filter(name=name).update(**fields):
+        WorkerHeartbeat.objects.update_or_create(name=name, defaults=fields)
 
 
 def sweeper_name() -> str:

@@ -38,7 +38,7 @@ from runs.statuses import WAIT_LABELS, RunStatus, WaitKind
 
 SYSTEM = "system"
 # Statuses in which no worker holds the run: the engine cannot notice its deadline.
-_NO_WORKER = (RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN)
+NO_WORKER = (RunStatus.WAITING, RunStatus.BLOCKED, RunStatus.UNKNOWN)
 
 
 def deadlines_enforce(*, limit: int = 100) -> list[Any]:
@@ -47,7 +47,7 @@ def deadlines_enforce(*, limit: int = 100) -> list[Any]:
     if settings.AGENTOPS_DEADLINE_POLICY == "terminate":
         terminate |= Q(on_deadline="")
     due = list(Run.objects.filter(Q(status=RunStatus.WAITING) | terminate,
-                                  deadline__lte=clock.now(), status__in=_NO_WORKER)
+                                  deadline__lte=clock.now(), status__in=NO_WORKER)
                .values_list("pk", flat=True)[:limit])
     done = []
     for run_id in due:
@@ -65,7 +65,7 @@ def _stopped_at_deadline(run_id: Any) -> Run | None:
     with transaction.atomic():
         # skip_locked: another sweeper, a waker or a person has it right now; next sweep.
         run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
-        if (run is None or run.status not in _NO_WORKER or run.deadline is None
+        if (run is None or run.status not in NO_WORKER or run.deadline is None
                 or run.deadline > clock.now() or rules.rollback_refusal(run)):
             return None
         if run.status == RunStatus.WAITING:

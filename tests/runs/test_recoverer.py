@@ -142,3 +142,14 @@ def test_after_an_outage_only_owners_seen_again_are_judged_by_their_vanished_nam
     assert (Run.objects.get(pk=comes_back.pk).status, _cause(comes_back)) == ("queued",
                                                                                "owner_gone")
     assert Run.objects.get(pk=quiet.pk).status == "running"
+
+
+def test_a_look_at_leases_none_expired_is_one_read_not_a_recovery_query_too():
+    from django.test.utils import CaptureQueriesContext
+
+    _running("live-host:4100", expires_in_s=60)
+    with CaptureQueriesContext(connection) as queries:
+        wait = recover_round(Watch(owners_due=float("inf")))
+    reads = [q["sql"] for q in queries if "pg_stat_activity" not in q["sql"]]
+    assert len(reads) == 1, reads  # the next expiry, and whether one passed, in one read
+    assert 0 < wait <= 1.0

@@ -93,7 +93,7 @@ def _verdict(call: ToolCall, why: str, ended: bool, cause: str) -> tuple[str, st
 
 # A run in one of these is held by nobody and is not about to be: queued and running runs
 # reconcile their own calls (tool_phase), a waiting one may have a call parked (parking.py).
-_STOPPED = (RunStatus.BLOCKED, RunStatus.UNKNOWN, *TERMINAL)
+STOPPED = (RunStatus.BLOCKED, RunStatus.UNKNOWN, *TERMINAL)
 
 
 def stragglers_sweep(*, limit: int = 100) -> list[Any]:
@@ -102,14 +102,14 @@ def stragglers_sweep(*, limit: int = 100) -> list[Any]:
     The stops that know of it close them at once (recovery limit, cancel); this catches any
     other (a run blocked by its restored session before it reconciled a dead worker's call).
     """
-    ids = list(ToolCall.objects.filter(status=TC.RUNNING, run__status__in=_STOPPED)
+    ids = list(ToolCall.objects.filter(status=TC.RUNNING, run__status__in=STOPPED)
                .order_by().values_list("run_id", flat=True).distinct()[:limit])
     swept = []
     for run_id in ids:
         with transaction.atomic():
             # skip_locked: a run locked now is being moved; the next sweep looks again.
             run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
-            if run is None or run.status not in _STOPPED:
+            if run is None or run.status not in STOPPED:
                 continue
             ended = run.status in TERMINAL
             if stragglers_close(run, why=f"the run stopped ({run.status}) with this call in "
