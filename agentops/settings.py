@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from agentops import settings_security, settings_sso
+from agentops import settings_q2, settings_security, settings_sso
 from agentops.observability.logging import logging_config
 from agentops.pricing import prices_from_setting
 from approvals.audit_declared import sink_from_setting
@@ -198,33 +198,10 @@ AGENTOPS_UNIT_OVERLAP = _env_bool("AGENTOPS_UNIT_OVERLAP", True)
 # each took at most this long; 0: every result commits on its own
 # (runs/engine/runtime/read_rides.py).
 AGENTOPS_READ_RIDE_MS = _env_int("AGENTOPS_READ_RIDE_MS", 50)
-Q_CLUSTER = {
-    "name": "agentops",
-    "workers": _env_int("AGENTOPS_WORKERS", 2),
-    "timeout": _q_timeout,
-    "retry": _q_timeout + 60,
-    "max_attempts": 1,
-    "ack_failures": True,
-    "save_limit": 200,
-    "poll": 0.05,
-    # Prefetch at most one task per cluster (q2's default is workers²): a prefetched tick is
-    # hidden from other hosts, and lost for `retry` seconds if this host dies.
-    "queue_limit": 1,
-    # q2's pusher takes this many tasks per query whatever the free slots (docs/workers.md).
-    "bulk": 1,
-    "catch_up": False,
-    # q2 recycles a process after this many tasks; a recycled process first waits for the
-    # runs it has in flight (runs.slots), so recycle rarely (AGENTOPS_Q_RECYCLE).
-    "recycle": _env_int("AGENTOPS_Q_RECYCLE", 1_000_000),
-    "orm": "default",
-    # q2's ORM broker, on PostgreSQL woken by NOTIFY instead of polled every `poll`.
-    "broker_class": "runs.engine.runtime.q2_broker.ListeningBroker",
-    "label": "Django Q2",
-}
-if os.environ.get("AGENTOPS_Q_BROKER") == "redis" and REDIS_URL:
-    Q_CLUSTER.pop("orm")
-    Q_CLUSTER.pop("broker_class")
-    Q_CLUSTER["redis"] = REDIS_URL
+Q_CLUSTER = settings_q2.q_cluster(
+    timeout=_q_timeout, workers=_env_int("AGENTOPS_WORKERS", 2),
+    recycle=_env_int("AGENTOPS_Q_RECYCLE", 1_000_000),
+    redis_url=REDIS_URL if os.environ.get("AGENTOPS_Q_BROKER") == "redis" else "")
 
 # Engine settings (documented in docs/settings.md).
 AGENTOPS_AGENTS = [
