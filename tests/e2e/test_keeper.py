@@ -1,10 +1,11 @@
-"""The lease keeper process of a real worker: it pauses with a stopped worker, dies with a killed
-one, and keeps a busy one's leases.
+"""The lease keeper process of a real worker host: one for all its q2 processes; it pauses for a
+stopped worker only, drops a killed one's holds at once (outliving it when it started the
+keeper), and keeps a busy one's leases.
 
-Real ``agentops worker`` hosts (one q2 process each, run slots on PostgreSQL) run
-``bench-remote`` runs against a real model server (bench.model_server) that sleeps on every
-call. The q2 process starts its keeper (``python -m runs.engine.runtime.keeper_main``) on
-its first slotted tick.
+Real ``agentops worker`` hosts (run slots on PostgreSQL) run ``bench-remote`` runs against a
+real model server (bench.model_server) that sleeps on every call. The first q2 process to
+need it starts the keeper (``python -m runs.engine.runtime.keeper_main``) on its first slotted
+tick, in the host's process group; the others connect to it.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from agentops import clock
 from bench.model_server import model_env, model_server_start
 from runs.models import Event, Run
 from runs.services import run_start
@@ -29,13 +31,14 @@ TTL_S, SWEEP_S = 3.0, 0.5
 
 
 @contextmanager
-def _hosts(tmp_path: Path, n: int, *, delay_s: float, calls: int) -> Iterator[list[Worker]]:
-    """A model server and ``n`` worker hosts (one q2 process each) serving bench-remote."""
+def _hosts(tmp_path: Path, n: int, *, delay_s: float, calls: int,
+           workers: int = 1) -> Iterator[list[Worker]]:
+    """A model server and ``n`` worker hosts (``workers`` q2 processes each) serving bench-remote."""
     import bench.agents  # noqa: F401  (registers bench-remote in this process too)
 
     server, url = model_server_start(delay_s, calls)
     hosts = [Worker(f"k{i}", tmp_path, env={
-        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_AGENTS": "bench.agents", **model_env(url), "AGENTOPS_WORKERS": str(workers),
         "AGENTOPS_LEASE_TTL_S": str(TTL_S), "AGENTOPS_SWEEP_INTERVAL_S": str(SWEEP_S),
         "AGENTOPS_TICK_SLICE_S": "20"}) for i in range(n)]
     for host in hosts:
@@ -59,13 +62,21 @@ def _owners_in(host: Worker, ids: list) -> dict:
             .values_list("pk", "lease_owner") if int(owner.rsplit(":", 1)[1]) in pids}
 
 
-def _keeper_of(worker_pid: int) -> int:
-    """Return the pid of the keeper process the q2 process ``worker_pid`` started."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(worker_pid)],
-                         capture_output=True, text=True).stdout
-    found = [int(line.split()[0]) for line in out.splitlines() if "keeper_main" in line]
-    assert len(found) == 1, out
-    return found[0]
+def _keepers_of(host: Worker) -> list[int]:
+    """Return the pids of the keeper processes in ``host``'s process group."""
+    return [pid for pid in host.pids() if b"keeper_main" in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _pid_of(owner: str) -> int:
+    return int(owner.rsplit(":", 1)[1])
 
 
 def _alive(pid: int) -> bool:
@@ -90,8 +101,7 @@ def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(s
         time.sleep(1.5)  # a full renewal round under way
         held = _owners_in(a, ids)
         owner = next(iter(held.values()))
-        worker_pid = int(owner.rsplit(":", 1)[1])
-        keeper_pid = _keeper_of(worker_pid)
+        (keeper_pid,) = _keepers_of(a)
         os.killpg(a.proc.pid, signal.SIGSTOP)  # the whole host: q2 must not hoard the ticks
         os.kill(keeper_pid, signal.SIGCONT)  # ... but its keeper runs on, and must pause
         stopped = time.monotonic()
@@ -114,18 +124,69 @@ def test_a_stopped_worker_s_keeper_pauses_and_another_worker_recovers_its_runs(s
     assert took >= TTL_S / 2, f"leases of a stopped worker ended after {took:.1f}s"
 
 
-def test_a_killed_worker_s_keeper_exits_within_a_second(settings, tmp_path):
+def _two_workers_holding(host: Worker, ids: list) -> dict[int, list]:
+    """Wait until both q2 processes of ``host`` hold runs; return {pid: [run ids]}."""
+    def both() -> dict[int, list] | None:
+        by_pid: dict[int, list] = {}
+        for pk, owner in _owners_in(host, ids).items():
+            by_pid.setdefault(_pid_of(owner), []).append(pk)
+        return by_pid if len(by_pid) == 2 else None
+
+    return wait_until(both, 60, "both q2 processes to hold runs")
+
+
+def _recovered_from(ids: list, pid: int) -> int:
+    """Return how many of ``ids`` were recovered from the q2 process ``pid``."""
+    return sum(1 for owner in Event.objects.filter(run_id__in=ids, type="run.recovered")
+               .values_list("data__lost_owner", flat=True) if owner and _pid_of(owner) == pid)
+
+
+def _renewed(ids: list, pid: int) -> bool:
+    """True when every one of ``ids`` still running under ``pid`` has a lease ahead of now."""
+    rows = Run.objects.filter(pk__in=ids, status="running").values_list(
+        "lease_owner", "lease_expires_at")
+    return all(expires > clock.now() for owner, expires in rows if _pid_of(owner) == pid)
+
+
+def test_one_keeper_serves_a_host_and_pauses_only_for_a_stopped_worker(settings, tmp_path):
+    """A 2-process host runs one keeper process for both. SIGSTOP one q2 process: its runs'
+    leases expire and are recovered; the other's are renewed all along (none recovered)."""
     settings.AGENTOPS_ENQUEUE_TICKS = True
-    with _hosts(tmp_path, 1, delay_s=0.5, calls=1000) as (a,):
-        ids = [run_start(agent="bench-remote", goal=f"kill {i}", input={}).pk for i in range(3)]
-        held = wait_until(lambda: _owners_in(a, ids), 40, "the worker to hold runs")
-        worker_pid = int(next(iter(held.values())).rsplit(":", 1)[1])
-        keeper_pid = _keeper_of(worker_pid)
-        os.kill(worker_pid, signal.SIGKILL)  # the q2 process alone: no handler runs
-        killed = time.monotonic()
-        wait_until(lambda: not _alive(keeper_pid), 3, "the keeper to exit")
-        gone = time.monotonic() - killed
-    assert gone < 1.0, f"the keeper outlived its worker by {gone:.2f}s"
+    with _hosts(tmp_path, 1, delay_s=0.5, calls=1000, workers=2) as (a,):
+        ids = [run_start(agent="bench-remote", goal=f"share {i}", input={}).pk for i in range(24)]
+        held = _two_workers_holding(a, ids)
+        assert len(_keepers_of(a)) == 1, [_cmdline(p) for p in _keepers_of(a)]
+        stopped, running = sorted(held)
+        os.kill(stopped, signal.SIGSTOP)
+        wait_until(lambda: _recovered_from(held[stopped], stopped) == len(held[stopped]),
+                   TTL_S + SWEEP_S + 8, "the stopped q2 process's runs to be recovered")
+        for _ in range(int(TTL_S * 2 / 0.5)):  # two TTLs more: the other's leases still renew
+            assert _renewed(ids, running), "the running q2 process's leases expired"
+            time.sleep(0.5)
+        assert _recovered_from(ids, running) == 0
+        assert len(_keepers_of(a)) == 1
+
+
+def test_the_keeper_outlives_the_killed_worker_that_started_it(settings, tmp_path):
+    """SIGKILL the q2 process that started the host's keeper: the keeper runs on, the dead
+    process's runs are recovered at once (its holds went with its socket), and the other q2
+    process's leases are renewed all along."""
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    with _hosts(tmp_path, 1, delay_s=0.5, calls=1000, workers=2) as (a,):
+        ids = [run_start(agent="bench-remote", goal=f"kill {i}", input={}).pk for i in range(24)]
+        held = _two_workers_holding(a, ids)
+        (keeper_pid,) = _keepers_of(a)
+        args = _cmdline(keeper_pid).split(b"\0")
+        starter = int(args[args.index(b"--started-by") + 1])
+        (other,) = set(held) - {starter}
+        os.kill(starter, signal.SIGKILL)  # the q2 process alone: no handler runs
+        wait_until(lambda: _recovered_from(held[starter], starter) == len(held[starter]),
+                   TTL_S + SWEEP_S + 8, "the killed q2 process's runs to be recovered")
+        for _ in range(int(TTL_S * 2 / 0.5)):
+            assert _renewed(ids, other), "the other q2 process's leases expired"
+            time.sleep(0.5)
+        assert _alive(keeper_pid), "the keeper died with the worker that started it"
+        assert _recovered_from(ids, other) == 0
 
 
 _BURN = "import time\nend = time.monotonic() + 60\nwhile time.monotonic() < end: pass\n"
