@@ -8,7 +8,7 @@ cancellation tokens, so a long tool can stop early; its result is recorded as la
 
 Who renews, one path per case:
 
-- a run slot on PostgreSQL (runs.slots): the worker's lease keeper *process*
+- a run slot on PostgreSQL (runs.slots): the host's lease keeper *process*
   (runs.engine.runtime.keeper, keeper_main) renews the run for the whole tick
   (``lease_ticked``), outside this interpreter's lock, so a busy worker's leases do not
   expire while its threads queue for the GIL; ``lease_kept`` there only registers the
