@@ -93,7 +93,7 @@ def worker_host_sessions_max() -> int:
     pool = max(1, int(settings.AGENTOPS_DB_POOL_MAX))  # 0 = no pool: one per slot thread
     if int(settings.AGENTOPS_DB_POOL_MAX) <= 0:
         pool = max(1, int(settings.AGENTOPS_RUNS_IN_FLIGHT)) + 1
-    return int(settings.Q_CLUSTER["workers"]) * (pool + KEEPER) + WORKER_HOST_FIXED
+    return int(settings.Q_CLUSTER["workers"]) * pool + KEEPER + WORKER_HOST_FIXED
 
 
 @dataclass(frozen=True)

@@ -11,4 +11,4 @@ from __future__ import annotations
 # (runs.recoverer), the notification sender thread (approvals.notify.sender) and the
 # `agentops worker` main thread.
 WORKER_HOST_FIXED = 7
-KEEPER = 1  # the lease keeper process beside each q2 worker process (one direct connection)
+KEEPER = 1  # the host's lease keeper process, shared by its q2 worker processes (one direct connection)

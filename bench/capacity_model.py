@@ -116,7 +116,7 @@ def row(costs: dict[str, Any], agents: int, latency_s: float = LATENCY_S,
         "hosts": hosts, "runs_per_host": per_host, "host_bound": bound,
         "host_cpu_share": (agents / hosts / latency_s * costs["worker_cpu_ms_per_step"] / 1000
                            / host.cores),
-        "sessions_direct": hosts * (host.workers * (host.db_pool_max + KEEPER) + WORKER_HOST_FIXED),
+        "sessions_direct": hosts * (host.workers * host.db_pool_max + KEEPER + WORKER_HOST_FIXED),
         "pooler_servers": max(10, math.ceil(2 * busy)),
         "owner_sessions": hosts * host.workers,
     }

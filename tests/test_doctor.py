@@ -140,7 +140,7 @@ def test_connection_budget_doctor_says_when_the_hosts_exceed_max_connections(pro
     fits = _by_name()["db_sessions"]
     assert fits.ok, fits.message
     assert "1 web process(es) x 20 + 1 worker host(s) x" in fits.message
-    production.AGENTOPS_WORKER_HOSTS = 200  # 200 x 25 sessions: more than any test server allows
+    production.AGENTOPS_WORKER_HOSTS = 200  # 200 x 24 sessions: more than any test server allows
     over = _by_name()["db_sessions"]
     assert not over.ok
     assert "raise max_connections" in over.message and "minus the reserve of 10" in over.message
@@ -153,10 +153,10 @@ def test_behind_a_pooler_doctor_counts_the_owner_sessions_against_max_connection
     production.AGENTOPS_DB_POOLER = "transaction"
     production.AGENTOPS_DB_DIRECT_URL = "postgres://postgres@127.0.0.1:5432/agentops"
     production.Q_CLUSTER = {**production.Q_CLUSTER, "workers": 2}
-    production.AGENTOPS_WORKER_HOSTS = 20  # 20 + 20 x 25 client sessions: the pooler holds them
+    production.AGENTOPS_WORKER_HOSTS = 20  # 20 + 20 x 24 client sessions: the pooler holds them
     fits = _by_name()["db_sessions"]
     assert fits.ok, fits.message
-    assert "up to 520 client sessions go to the pooler" in fits.message
+    assert "up to 500 client sessions go to the pooler" in fits.message
     assert "40 owner session(s) go straight to PostgreSQL" in fits.message
     production.AGENTOPS_WORKER_HOSTS = 1000  # 2,000 owner sessions: more than max_connections
     over = _by_name()["db_sessions"]

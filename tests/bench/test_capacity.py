@@ -80,7 +80,7 @@ def test_a_host_is_bounded_by_slots_cpu_or_memory_whichever_comes_first():
     assert (heavy["host_bound"], heavy["runs_per_host"], heavy["hosts"]) == ("CPU", 560, 18)
     fat = row(_costs(mb_per_in_flight_run=20.0), 10_000, host=Host(ram_gb=8))
     assert fat["host_bound"] == "RAM"
-    assert fat["sessions_direct"] == fat["hosts"] * (8 * 9 + 7)
+    assert fat["sessions_direct"] == fat["hosts"] * (8 * 8 + 1 + 7)
 
 
 def test_one_primary_stops_at_its_first_limit_and_a_measured_ceiling_moves_it():

@@ -28,8 +28,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 
 CONCURRENCY, BURSTS = 40, 5
 WEB_MAX = 20  # the default AGENTOPS_WEB_DB_POOL_MAX
-# Idle, a 2-process host keeps each pool's minimum (2) and its keeper (1), plus its fixed 6.
-IDLE_WORKER_HOST = 2 * (2 + 1) + 6
+# Idle, a 2-process host keeps each pool's minimum (2) and its one keeper (1), plus its fixed 6.
+IDLE_WORKER_HOST = 2 * 2 + 1 + 6
 WORKER_RUNS, WORKER_DELAY_S = 300, 8.0  # each run calls the model twice (a tool step, an answer)
 
 

@@ -84,7 +84,7 @@ def test_one_process_keeps_forty_slow_runs_in_flight(settings, tmp_path):
     settings.AGENTOPS_ENQUEUE_TICKS = True
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 1}  # the worker's, below
     settings.AGENTOPS_DB_POOL_MAX = POOL_MAX
-    budget = worker_host_sessions_max()  # 1 x (6 + 1 lease keeper) + 7 = 14
+    budget = worker_host_sessions_max()  # 1 x 6 + 1 lease keeper + 7 = 14
     peak = {"sessions": 0, "running": 0}
     with _remote_worker("dense", tmp_path, delay_s=DELAY_S, calls=CALLS - 1, env={
             "AGENTOPS_DB_POOL_MAX": str(POOL_MAX), "AGENTOPS_TICK_SLICE_S": "20"}) as worker:
