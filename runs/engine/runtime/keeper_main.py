@@ -98,10 +98,10 @@ class Hold:
 class Worker:
     """One connected worker process: its socket, pid, held runs and lines not sent yet."""
 
-    __slots__ = ("sock", "pid", "holds", "inbox", "outbox")
+    __slots__ = ("sock", "fd", "pid", "holds", "inbox", "outbox")
 
     def __init__(self, sock: socket.socket, pid: int) -> None:
-        self.sock, self.pid = sock, pid
+        self.sock, self.fd, self.pid = sock, sock.fileno(), pid
         self.holds: dict[str, Hold] = {}
         self.inbox = b""
         self.outbox = b""
@@ -149,7 +149,8 @@ class Keeper:
 
     def drop(self, worker: Worker) -> None:
         """Forget a worker that is gone, and every run it held (renewed no more)."""
-        self.workers.pop(worker.sock.fileno(), None)
+        if self.workers.get(worker.fd) is worker:
+            del self.workers[worker.fd]
         worker.sock.close()
 
     def round(self) -> None:
@@ -234,7 +235,8 @@ def _accept(keeper: Keeper, listener: socket.socket) -> None:
         sock.close()
         return
     sock.setblocking(False)
-    keeper.workers[sock.fileno()] = Worker(sock, pid)
+    worker = Worker(sock, pid)
+    keeper.workers[worker.fd] = worker
 
 
 def _receive(keeper: Keeper, worker: Worker) -> None:
@@ -267,16 +269,16 @@ def serve(keeper: Keeper, listener: socket.socket) -> int:
     """Serve workers until none has been connected for ``_IDLE_EXIT_S``."""
     idle_since = time.monotonic()
     while True:
-        socks = {w.sock.fileno(): w for w in keeper.workers.values()}
+        socks = dict(keeper.workers)
         writing = [fd for fd, w in socks.items() if w.outbox]
         readable, writable, _ = select.select([listener, *socks], writing, [], _POLL_S)
         for fd in readable:
             if fd is listener:
                 _accept(keeper, listener)
-            elif fd in keeper.workers:
+            elif keeper.workers.get(fd) is socks[fd]:  # not dropped meanwhile
                 _receive(keeper, socks[fd])
         for fd in writable:
-            if fd in keeper.workers:
+            if keeper.workers.get(fd) is socks[fd]:
                 _flush(keeper, socks[fd])
         now = time.monotonic()
         if keeper.workers:
