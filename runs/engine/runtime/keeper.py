@@ -175,10 +175,23 @@ class _Link:
                     log.exception("lease keeper: could not start another (next hold retries)")
 
     def _lost(self, run_id: str) -> None:
+        """The keeper no longer finds ``run_id`` leased here: cancel the calls it has running.
+
+        Most often the tick has just ended the run (succeeded, parked, yielded) and not yet
+        released its hold: nothing was lost. A real loss is told by the slot itself at its
+        next commit (LeaseLost, a warning in runs.engine.runtime.loop); here a warning only
+        when calls under way are cancelled.
+        """
         with self._lock:
             self._holds.pop(run_id, None)
             watching = list(self._watchers.get(run_id, {}).values())
-        log.warning("lease of run %s lost: it is no longer this worker's", run_id)
+        calls = sum(len(tokens) for tokens in watching)
+        if calls:
+            log.warning("lease of run %s lost during %d tool calls: cancelling them",
+                        run_id, calls)
+        else:
+            log.info("run %s is no longer leased to this worker (ended, yielded or taken "
+                     "over)", run_id)
         for tokens in watching:
             for token in tokens:
                 token.cancel()
