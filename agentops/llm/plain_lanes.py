@@ -178,6 +178,7 @@ class PlainLanes:
         sock = lane.sock
         sock.settimeout(_left(deadline))
         sock.sendall(b"%s%d\r\n\r\n%s" % (self._head, len(content), content))
+        _answer_wait(sock, deadline)
         sock.settimeout(_left(deadline))
         response = http.client.HTTPResponse(sock, method="POST")
         try:
@@ -199,6 +200,23 @@ def _request_head(parts: urllib.parse.SplitResult, headers: Mapping[str, str]) -
         raise ValueError("a header name or value holds a line break")
     head = "\r\n".join(lines + ["Content-Length: "])
     return head.encode("latin-1")
+
+
+def _answer_wait(sock: socket.socket, deadline: float) -> None:
+    """Wait until the answer's first bytes arrive (or the connection ends) by ``deadline``.
+
+    A reply takes the model's whole latency; an ``HTTPResponse`` made before it arrives
+    holds its reader and an 8 KiB read buffer for all that time, in each of the hundreds of
+    calls a worker process keeps waiting. Made once bytes are there, it lives only while
+    they are read. (TLS: the socket's own readiness; bytes may be a ticket, not yet the
+    answer, and the read then waits with the usual timeout.)
+    """
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return  # decrypted bytes already wait in the TLS layer, out of poll's sight
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    while not poll.poll(_left(deadline) * 1000):
+        pass  # woken early (EINTR is retried by poll itself): wait out what is left
 
 
 def _body(response: http.client.HTTPResponse, sock: socket.socket, deadline: float) -> bytes:
