@@ -5,8 +5,9 @@ of 64 sizes up to 1 KiB), reused only by that thread. A q2 worker process keeps 
 flight on a slot thread of its own (runs.slots), hundreds of them, and a slot waiting on its
 model keeps its cache full all that time: the blocks it freed during its last step are lost
 to every other thread. With the cache off, freed blocks go back to the shared arena at once.
-Measured with bench/density.py (N = 500, L = 1 s): 0.174 MB of host RSS per run in flight
-against 0.208 with the cache on, and no more CPU per step (bench/results.md).
+Measured with bench/density.py (N = 500, L = 1 s, four passes each): 0.174–0.176 MB of host
+RSS per run in flight against 0.202–0.212 on main, CPU per step within the noise
+(bench/results.md).
 
 Tunables are read only when a program starts, so ``agentops worker`` executes itself again,
 once, at its start, with ``glibc.malloc.tcache_count=0`` added to ``GLIBC_TUNABLES``; the q2
