@@ -107,8 +107,15 @@ class PlainLanes:
     def post_json(self, content: bytes, error_of: Callable[[Any], ModelError]) -> Any:
         """POST ``content`` and return the decoded JSON reply; raise the ModelError for a
         transport failure (a timeout, no answer, an answer cut or garbled), for an HTTP error
-        answer (``error_of(reply)``) or for a reply that is not JSON."""
-        reply = self.send(content)
+        answer (``error_of(reply)``) or for a reply that is not JSON.
+
+        Once sent, ``content`` is held by no frame of this call while the answer is awaited:
+        a model's request body (the whole conversation, as JSON) would otherwise stay in
+        memory through the model's latency, beside the messages it was made of, in each of
+        the hundreds of calls a worker process keeps waiting."""
+        held = [content]
+        del content
+        reply = self._send(held)
         if reply.status_code >= 400:
             raise error_of(reply) from None
         try:
@@ -116,13 +123,13 @@ class PlainLanes:
         except ValueError:
             raise ServerError("server_error: reply is not JSON") from None
 
-    def send(self, content: bytes) -> PlainReply:
-        """POST ``content`` on an idle lane (a new one when none is idle); return the answer,
-        read in full and decoded."""
+    def _send(self, held: list[bytes]) -> PlainReply:
+        """POST the body ``held`` (emptied once it is sent) on an idle lane (a new one when
+        none is idle); return the answer, read in full and decoded."""
         lane = self._take()
         done = True  # unless the exchange ends well on a connection the server keeps open
         try:
-            reply, done = self._exchange(lane, content, time.monotonic() + self._timeout_s)
+            reply, done = self._exchange(lane, held, time.monotonic() + self._timeout_s)
         except TimeoutError:
             raise transport_error(timed_out=True) from None
         except (OSError, *_GARBLED):
@@ -170,14 +177,19 @@ class PlainLanes:
             raise
         return sock
 
-    def _exchange(self, lane: _Lane, content: bytes, deadline: float) -> tuple[PlainReply, bool]:
-        """Send the POST (head and body in one send) and read its answer by ``deadline``;
-        return the answer and whether the server closes the connection after it."""
+    def _exchange(self, lane: _Lane, held: list[bytes], deadline: float
+                  ) -> tuple[PlainReply, bool]:
+        """Send the POST (head and body ``held`` in one send, then let go of the body) and
+        read its answer by ``deadline``; return the answer and whether the server closes the
+        connection after it."""
         if lane.sock is None:
             lane.sock = self._connect(_left(deadline))
         sock = lane.sock
         sock.settimeout(_left(deadline))
+        content = held.pop()
         sock.sendall(b"%s%d\r\n\r\n%s" % (self._head, len(content), content))
+        del content
+        _answer_wait(sock, deadline)
         sock.settimeout(_left(deadline))
         response = http.client.HTTPResponse(sock, method="POST")
         try:
@@ -199,6 +211,23 @@ def _request_head(parts: urllib.parse.SplitResult, headers: Mapping[str, str]) -
         raise ValueError("a header name or value holds a line break")
     head = "\r\n".join(lines + ["Content-Length: "])
     return head.encode("latin-1")
+
+
+def _answer_wait(sock: socket.socket, deadline: float) -> None:
+    """Wait until the answer's first bytes arrive (or the connection ends) by ``deadline``.
+
+    A reply takes the model's whole latency; an ``HTTPResponse`` made before it arrives
+    holds its reader and an 8 KiB read buffer for all that time, in each of the hundreds of
+    calls a worker process keeps waiting. Made once bytes are there, it lives only while
+    they are read. (TLS: the socket's own readiness; bytes may be a ticket, not yet the
+    answer, and the read then waits with the usual timeout.)
+    """
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return  # decrypted bytes already wait in the TLS layer, out of poll's sight
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    while not poll.poll(_left(deadline) * 1000):
+        pass  # woken early (EINTR is retried by poll itself): wait out what is left
 
 
 def _body(response: http.client.HTTPResponse, sock: socket.socket, deadline: float) -> bytes:

@@ -318,3 +318,62 @@ def test_https_goes_out_over_tls_and_checks_the_certificate(raw: RawServer, tmp_
                            tls=ssl.create_default_context())
     with pytest.raises(ServerError, match="^server_error: connection failed$"):
         strangers.post_json(b"{}", error_of)
+
+
+def test_a_call_waiting_on_its_answer_holds_no_response_reader(raw: RawServer) -> None:
+    """Hundreds of calls wait on their model at once in a worker process: none of them keeps
+    an HTTP response object (its reader and 8 KiB read buffer) until the answer's bytes come."""
+    import gc
+    import http.client
+
+    asked, go = threading.Event(), threading.Event()
+
+    def late(conn: socket.socket) -> bool:
+        asked.set()
+        go.wait(5)
+        return answer(b'{"ok": 1}')(conn)
+
+    raw.scripts.append(late)
+    got: list[object] = []
+    caller = threading.Thread(target=lambda: got.append(raw.lanes().post_json(b"{}", error_of)))
+    caller.start()
+    assert asked.wait(5)
+    time.sleep(0.1)  # the caller is waiting on the answer now
+    waiting = [o for o in gc.get_objects() if isinstance(o, http.client.HTTPResponse)]
+    go.set()
+    caller.join(5)
+    assert waiting == []
+    assert got == [{"ok": 1}]
+
+
+def test_a_call_waiting_on_its_answer_no_longer_holds_its_request_body(raw: RawServer) -> None:
+    """The request body (a model's whole conversation, as JSON) is let go of once sent: the
+    hundreds of calls a worker process keeps waiting do not each hold a copy of theirs."""
+    import tracemalloc
+
+    size = 4 << 20
+    asked, go = threading.Event(), threading.Event()
+
+    def late(conn: socket.socket) -> bool:
+        asked.set()
+        go.wait(5)
+        return answer(b'{"ok": 1}')(conn)
+
+    raw.scripts.append(late)
+    lanes, got = raw.lanes(), []
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        caller = threading.Thread(target=lambda: got.append(
+            lanes.post_json(json.dumps({"q": "x" * size}).encode(), error_of)))
+        caller.start()
+        assert asked.wait(5)
+        raw.requests.clear()  # the server's copy of the body
+        time.sleep(0.1)  # the caller is waiting on the answer now
+        waiting = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        go.set()
+        caller.join(5)
+        tracemalloc.stop()
+    assert waiting < size // 4, waiting
+    assert got == [{"ok": 1}]

@@ -16,6 +16,7 @@ from ledger.services.rotation import sealed_rotate
 from runs.checkpoints import checkpoint_export, checkpoint_import
 from runs.cli.exits import exit_code_for
 from runs.cli.follow import exceptions_text, run_follow
+from runs.cli.malloc_tunables import tcache_off_exec
 from runs.cli.worker import AgentModulesBroken, worker_serve
 from runs.models import Run, Team
 from runs.models.team import DEFAULT_TEAM_SLUG
@@ -103,6 +104,14 @@ class Command(BaseCommand):
         _people_parsers(sub)
 
     _check_tags: list[str] | None = None  # None: every system check
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        self._called_from_command_line = True
+        # A worker host started from the command line (not call_command): glibc's
+        # per-thread caches off, before anything else starts (docs/workers.md "Memory").
+        if self.create_parser(argv[0], argv[1]).parse_args(argv[2:]).sub == "worker":
+            tcache_off_exec()
+        super().run_from_argv(argv)
 
     def execute(self, *args: Any, **options: Any) -> Any:
         if options.get("sub") == "worker":
