@@ -318,3 +318,25 @@ def test_https_goes_out_over_tls_and_checks_the_certificate(raw: RawServer, tmp_
                            tls=ssl.create_default_context())
     with pytest.raises(ServerError, match="^server_error: connection failed$"):
         strangers.post_json(b"{}", error_of)
+
+
+def test_a_bad_status_line_is_a_server_error_and_the_lane_connects_anew(raw: RawServer) -> None:
+    def garbled(conn: socket.socket) -> bool:
+        conn.sendall(b"HTTP/9 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        return True
+    raw.scripts += [garbled, answer(b'{"ok": 1}')]
+    lanes = raw.lanes()
+    with pytest.raises(ServerError, match="^server_error: connection failed$"):
+        lanes.post_json(b"{}", error_of)
+    assert lanes.post_json(b"{}", error_of) == {"ok": 1}
+    assert len({peer for peer, _, _ in raw.requests}) == 2
+
+
+def test_an_error_answer_without_length_is_read_up_to_the_close(raw: RawServer) -> None:
+    def no_length(conn: socket.socket) -> bool:
+        conn.sendall(b"HTTP/1.1 503 Busy\r\ncontent-type: text/plain; charset=latin-1\r\n"
+                     b"connection: close\r\n\r\nbusy \xe9")
+        return False
+    raw.scripts.append(no_length)
+    reply = raw.lanes().send(b"{}")
+    assert (reply.status_code, reply.text) == (503, "busy é")
