@@ -2,8 +2,8 @@
 
 A plain model call (agentops.llm.plain_lanes) reads one answer per call. The standard
 library's ``http.client.HTTPResponse`` parses an answer's headers through the ``email``
-package (a feed parser, a policy, a Message): about a tenth of a model step's CPU on a
-worker host for a dozen header lines. Here the head is read into one buffer, split into
+package (a feed parser, a policy, a Message): about a tenth of a model step's CPU under
+bench/profile_step.py's profiler, for a dozen header lines. Here the head is read into one buffer, split into
 lines and kept as a dict by lower-case name; the body is read off the same buffer.
 
 What it reads as ``http.client`` does:
