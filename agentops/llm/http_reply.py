@@ -18,7 +18,7 @@ What it reads as ``http.client`` does:
   connection's close; none for 204, 304 and 1xx;
 - whether the server closes the connection after it: HTTP/1.1 unless ``Connection:
   close``, HTTP/1.0 only with ``Connection: keep-alive``, and always when the body ran up to
-  the close.
+  the close or bytes followed the answer.
 
 Every failure is an ``http.client`` exception or an OSError, as before: a body cut before
 its length or last chunk is ``IncompleteRead``; a head over 64 KiB or 100 lines, a header
@@ -109,7 +109,8 @@ def reply_read(sock: socket.socket, deadline: float) -> RawReply:
     keep = (headers.get("connection") or "").lower()
     will_close = "close" in keep if version == 11 else "keep-alive" not in keep
     body, to_close = _body(wire, status, headers)
-    return RawReply(status, headers, body, will_close or to_close)
+    # Bytes past the answer were never asked for: the connection is not reused.
+    return RawReply(status, headers, body, will_close or to_close or bool(wire.buf))
 
 
 def _head(wire: _Wire) -> tuple[int, int, ReplyHeaders]:

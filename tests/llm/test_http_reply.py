@@ -45,9 +45,15 @@ def read(pair: tuple[socket.socket, socket.socket], wire: bytes, *, close: bool 
 
 def test_a_content_length_answer_on_a_kept_connection(pair) -> None:
     reply = read(pair, b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nX-Request-Id: a1\r\n\r\n"
-                       b'{"a":1}EXTRA', close=False)
+                       b'{"a":1}', close=False)
     assert (reply.status, reply.body, reply.will_close) == (200, b'{"a":1}', False)
     assert reply.headers.get("x-request-id") == reply.headers.get("X-REQUEST-ID") == "a1"
+
+
+def test_bytes_past_the_answer_close_the_connection(pair) -> None:
+    reply = read(pair, b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"a\":1}EXTRA",
+                 close=False)
+    assert (reply.body, reply.will_close) == (b'{"a":1}', True)
 
 
 def test_an_answer_read_one_byte_at_a_time_is_the_same(pair) -> None:
