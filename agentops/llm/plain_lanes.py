@@ -1,4 +1,4 @@
-"""Plain lanes: a non-streamed model call on the standard library's ``http.client``.
+"""Plain lanes: a non-streamed model call on a socket of the standard library.
 
 A plain call is one POST of a JSON body and one JSON answer read in full. The SDK's HTTP
 stack (httpx, httpcore, h11: request and response models, header normalisation, a pool per
@@ -25,7 +25,8 @@ its answer cannot hold a run slot past it.
 A lane is a socket of its own (not an ``http.client.HTTPConnection``, whose request path
 validates every header on every call and sends the head and the body in two packets): the
 request line and headers are built once, a call sends them with the Content-Length and the
-body in one ``sendall``, and ``http.client.HTTPResponse`` reads the answer.
+body in one ``sendall``, and agentops.llm.http_reply reads the answer (not
+``http.client.HTTPResponse``, which parses its headers through the ``email`` package).
 """
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ import urllib.parse
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from email.message import Message
 from typing import Any
 
+from agentops.llm.http_reply import ReplyHeaders, left, reply_read
 from agentops.llm.protocol import ModelError, ServerError
 from agentops.llm.provider_errors import transport_error
 
-_READ = 65536
-# A garbled answer: a chunk size that is not hex (http.client raises ValueError), a body that
+# A garbled answer: a chunk size that is not hex (ValueError), a head that is not HTTP (an
+# http.client exception, agentops.llm.http_reply), a body that
 # does not decode as it says it is encoded.
 _GARBLED = (http.client.HTTPException, ValueError, zlib.error)
 
@@ -57,13 +58,13 @@ class PlainReply:
     """An HTTP answer read in full: what a provider's error mapping reads."""
 
     status_code: int
-    headers: Message  # case-insensitive ``get``
+    headers: ReplyHeaders  # case-insensitive ``get``
     content: bytes
 
     @property
     def text(self) -> str:
         """The body as text, in the charset its Content-Type names (UTF-8 by default)."""
-        charset = self.headers.get_content_charset() or "utf-8"
+        charset = self.headers.content_charset() or "utf-8"
         try:
             return self.content.decode(charset, errors="replace")
         except LookupError:
@@ -183,21 +184,16 @@ class PlainLanes:
         read its answer by ``deadline``; return the answer and whether the server closes the
         connection after it."""
         if lane.sock is None:
-            lane.sock = self._connect(_left(deadline))
+            lane.sock = self._connect(left(deadline))
         sock = lane.sock
-        sock.settimeout(_left(deadline))
+        sock.settimeout(left(deadline))
         content = held.pop()
         sock.sendall(b"%s%d\r\n\r\n%s" % (self._head, len(content), content))
         del content
         _answer_wait(sock, deadline)
-        sock.settimeout(_left(deadline))
-        response = http.client.HTTPResponse(sock, method="POST")
-        try:
-            response.begin()
-            body = _body(response, sock, deadline)
-        finally:
-            response.close()
-        return PlainReply(response.status, response.headers, body), response.will_close
+        raw = reply_read(sock, deadline)
+        body = _decoded(raw.body, raw.headers.get("content-encoding"))
+        return PlainReply(raw.status, raw.headers, body), raw.will_close
 
 
 def _request_head(parts: urllib.parse.SplitResult, headers: Mapping[str, str]) -> bytes:
@@ -216,37 +212,18 @@ def _request_head(parts: urllib.parse.SplitResult, headers: Mapping[str, str]) -
 def _answer_wait(sock: socket.socket, deadline: float) -> None:
     """Wait until the answer's first bytes arrive (or the connection ends) by ``deadline``.
 
-    A reply takes the model's whole latency; an ``HTTPResponse`` made before it arrives
-    holds its reader and an 8 KiB read buffer for all that time, in each of the hundreds of
-    calls a worker process keeps waiting. Made once bytes are there, it lives only while
-    they are read. (TLS: the socket's own readiness; bytes may be a ticket, not yet the
-    answer, and the read then waits with the usual timeout.)
+    A reply takes the model's whole latency; a read begun before it arrives holds its
+    receive buffer (``recv`` allocates it before it blocks: 64 KiB) for all that time, in
+    each of the hundreds of calls a worker process keeps waiting. Begun once bytes are
+    there, it lives only while they are read. (TLS: the socket's own readiness; bytes may
+    be a ticket, not yet the answer, and the read then waits with the usual timeout.)
     """
     if isinstance(sock, ssl.SSLSocket) and sock.pending():
         return  # decrypted bytes already wait in the TLS layer, out of poll's sight
     poll = select.poll()
     poll.register(sock, select.POLLIN)
-    while not poll.poll(_left(deadline) * 1000):
+    while not poll.poll(left(deadline) * 1000):
         pass  # woken early (EINTR is retried by poll itself): wait out what is left
-
-
-def _body(response: http.client.HTTPResponse, sock: socket.socket, deadline: float) -> bytes:
-    """Read the answer's body in full by ``deadline`` and undo its Content-Encoding."""
-    chunks = []
-    while chunk := response.read1(_READ):
-        chunks.append(chunk)
-        sock.settimeout(_left(deadline))
-    if response.length:  # the connection closed before the Content-Length arrived
-        raise http.client.IncompleteRead(b"".join(chunks), response.length)
-    return _decoded(b"".join(chunks), response.headers.get("content-encoding"))
-
-
-def _left(deadline: float) -> float:
-    """Return the seconds left before ``deadline``; raise TimeoutError when none are."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    return left
 
 
 def _decoded(body: bytes, encoding: str | None) -> bytes:

@@ -320,11 +320,10 @@ def test_https_goes_out_over_tls_and_checks_the_certificate(raw: RawServer, tmp_
         strangers.post_json(b"{}", error_of)
 
 
-def test_a_call_waiting_on_its_answer_holds_no_response_reader(raw: RawServer) -> None:
-    """Hundreds of calls wait on their model at once in a worker process: none of them keeps
-    an HTTP response object (its reader and 8 KiB read buffer) until the answer's bytes come."""
-    import gc
-    import http.client
+def test_a_call_waiting_on_its_answer_holds_no_read_buffer(raw: RawServer) -> None:
+    """Hundreds of calls wait on their model at once in a worker process: none of them holds
+    a read's buffer (``recv`` allocates 64 KiB before it blocks) until the answer's bytes come."""
+    import tracemalloc
 
     asked, go = threading.Event(), threading.Event()
 
@@ -334,15 +333,20 @@ def test_a_call_waiting_on_its_answer_holds_no_response_reader(raw: RawServer) -
         return answer(b'{"ok": 1}')(conn)
 
     raw.scripts.append(late)
-    got: list[object] = []
-    caller = threading.Thread(target=lambda: got.append(raw.lanes().post_json(b"{}", error_of)))
-    caller.start()
-    assert asked.wait(5)
-    time.sleep(0.1)  # the caller is waiting on the answer now
-    waiting = [o for o in gc.get_objects() if isinstance(o, http.client.HTTPResponse)]
-    go.set()
-    caller.join(5)
-    assert waiting == []
+    lanes, got = raw.lanes(), []
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        caller = threading.Thread(target=lambda: got.append(lanes.post_json(b"{}", error_of)))
+        caller.start()
+        assert asked.wait(5)
+        time.sleep(0.1)  # the caller is waiting on the answer now
+        waiting = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        go.set()
+        caller.join(5)
+        tracemalloc.stop()
+    assert waiting < 32 << 10, waiting
     assert got == [{"ok": 1}]
 
 
@@ -377,3 +381,32 @@ def test_a_call_waiting_on_its_answer_no_longer_holds_its_request_body(raw: RawS
         tracemalloc.stop()
     assert waiting < size // 4, waiting
     assert got == [{"ok": 1}]
+
+
+def test_a_bad_status_line_is_a_server_error_and_the_lane_connects_anew(raw: RawServer) -> None:
+    def garbled(conn: socket.socket) -> bool:
+        conn.sendall(b"HTTP/9 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        return True
+    raw.scripts += [garbled, answer(b'{"ok": 1}')]
+    lanes = raw.lanes()
+    with pytest.raises(ServerError, match="^server_error: connection failed$"):
+        lanes.post_json(b"{}", error_of)
+    assert lanes.post_json(b"{}", error_of) == {"ok": 1}
+    assert len({peer for peer, _, _ in raw.requests}) == 2
+
+
+def test_an_error_answer_without_length_is_read_up_to_the_close(raw: RawServer) -> None:
+    def no_length(conn: socket.socket) -> bool:
+        conn.sendall(b"HTTP/1.1 503 Busy\r\ncontent-type: text/plain; charset=latin-1\r\n"
+                     b"connection: close\r\n\r\nbusy \xe9")
+        return False
+    raw.scripts.append(no_length)
+    seen = []
+
+    def error_seen(reply) -> ModelError:
+        seen.append(reply)
+        return error_of(reply)
+
+    with pytest.raises(ModelError):
+        raw.lanes().post_json(b"{}", error_seen)
+    assert [(reply.status_code, reply.text) for reply in seen] == [(503, "busy é")]

@@ -62,11 +62,16 @@ def exceptions_resolve(run_id: Any, items: list[dict[str, Any]]) -> list[dict[st
 
 def unknown_calls(run_id: Any) -> list[dict[str, Any]]:
     """Return an exception item per call of the run whose outcome is still unknown."""
-    rows = ToolCall.objects.filter(run_id=run_id, status__in=[ToolCallStatus.UNKNOWN,
-                                                               ToolCallStatus.RUNNING])
-    return [{"kind": "unknown_call", "tool": c.tool, "tool_call_id": c.tool_call_id,
-             "step": c.step_key, "by": "", "when": c.updated_at.isoformat(),
-             "why": c.error or "its outcome was never confirmed"} for c in rows]
+    # Ordered by turn and index alone: the model's default order starts with the run's own
+    # (its updated_at), one value here, and would join the run table at every run's end.
+    rows = (ToolCall.objects.filter(run_id=run_id, status__in=[ToolCallStatus.UNKNOWN,
+                                                                ToolCallStatus.RUNNING])
+            .order_by("turn", "index")
+            .values_list("tool", "tool_call_id", "step_key", "updated_at", "error"))
+    return [{"kind": "unknown_call", "tool": tool, "tool_call_id": call_id, "step": step,
+             "by": "", "when": updated_at.isoformat(),
+             "why": error or "its outcome was never confirmed"}
+            for tool, call_id, step, updated_at, error in rows]
 
 
 def run_exceptions_at_end(run_id: Any, state: dict[str, Any]) -> list[dict[str, Any]]:

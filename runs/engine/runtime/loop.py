@@ -18,7 +18,6 @@ from django.conf import settings
 from agentops import clock
 from agentops.agents import registry
 from agentops.observability.logging import run_log_context
-from ledger.secrets import run_secrets
 from ledger.services.limits import limits_load
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.events import NewEvent
@@ -33,7 +32,7 @@ from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.snapshots import load_state
 from runs.engine.runtime.tick_failure import tick_failed
 from runs.engine.runtime.tool_phase import tool_phase
-from runs.engine.runtime.transition import run_claim, run_urgent_waiting
+from runs.engine.runtime.transition import claim_secrets, run_claim, run_urgent_waiting
 from runs.engine.runtime.unit_sql import unit_settled
 from runs.engine.runtime.versions import agent_migrate
 from runs.engine.runtime.world import world_recheck
@@ -159,7 +158,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
             return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
                                               tool_limits=limits_load(team_id=run.team_id),
                                               last_snapshot_size=0,
-                                              secrets=run_secrets(run.pk)),
+                                              secrets=claim_secrets(run)),
                                    migrated=True)
         if exc.details.get("broken_modules"):
             # Its module may be the one that failed: say so at once, never "not deployed".
@@ -177,7 +176,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
     return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
                                       tool_limits=limits_load(team_id=run.team_id),
                                       last_snapshot_size=0,
-                                              secrets=run_secrets(run.pk)))
+                                              secrets=claim_secrets(run)))
 
 
 def unit(session: RunSession) -> None:

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from agentops import clock
 from agentops.redaction import Secrets
 from approvals.notify.outbox import stuck_writer
+from ledger.secrets import run_secrets
 from runs.engine.runtime.events import NewEvent, _append
 from runs.errors import IllegalTransition, RunNotFound
 from runs.models import Run
@@ -92,8 +93,20 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
             "run.status", {"from": RunStatus.QUEUED, "to": RunStatus.RUNNING, "owner": owner}
         )
         fields = {"updated_at": now} if run.started_at else {"updated_at": now, "started_at": now}
-        _append(run, [event], run.version, fields, [])
+        secrets = run_secrets(run.pk)
+        _append(run, [event], run.version, fields, [], secrets)
+    run._claim_secrets = secrets  # type: ignore[attr-defined]  # read by claim_secrets
     return run
+
+
+def claim_secrets(run: Run) -> Secrets:
+    """Return the run's secrets as ``run_claim`` read them (else read them now).
+
+    A tick scrubs its writes with the secrets read once at its claim: from then on only the
+    lease holder writes the run's tool calls, so a second read would find the same ones.
+    """
+    secrets = getattr(run, "_claim_secrets", None)
+    return run_secrets(run.pk) if secrets is None else secrets
 
 
 def _claimed(run_id: Any, owner: str, expires: dt.datetime) -> Run | None:
