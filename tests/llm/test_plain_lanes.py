@@ -320,9 +320,9 @@ def test_https_goes_out_over_tls_and_checks_the_certificate(raw: RawServer, tmp_
         strangers.post_json(b"{}", error_of)
 
 
-def test_a_call_waiting_on_its_answer_holds_no_read_buffer(raw: RawServer) -> None:
-    """Hundreds of calls wait on their model at once in a worker process: none of them holds
-    a read's buffer (``recv`` allocates 64 KiB before it blocks) until the answer's bytes come."""
+def _held_while_waiting(raw: RawServer, body: Callable[[], bytes]) -> int:
+    """Post ``body()`` (made while allocations are traced) to an answer that comes late;
+    return the bytes the call holds (the server's copy of the body left out) while it waits."""
     import tracemalloc
 
     asked, go = threading.Event(), threading.Event()
@@ -337,39 +337,7 @@ def test_a_call_waiting_on_its_answer_holds_no_read_buffer(raw: RawServer) -> No
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        caller = threading.Thread(target=lambda: got.append(lanes.post_json(b"{}", error_of)))
-        caller.start()
-        assert asked.wait(5)
-        time.sleep(0.1)  # the caller is waiting on the answer now
-        waiting = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        go.set()
-        caller.join(5)
-        tracemalloc.stop()
-    assert waiting < 32 << 10, waiting
-    assert got == [{"ok": 1}]
-
-
-def test_a_call_waiting_on_its_answer_no_longer_holds_its_request_body(raw: RawServer) -> None:
-    """The request body (a model's whole conversation, as JSON) is let go of once sent: the
-    hundreds of calls a worker process keeps waiting do not each hold a copy of theirs."""
-    import tracemalloc
-
-    size = 4 << 20
-    asked, go = threading.Event(), threading.Event()
-
-    def late(conn: socket.socket) -> bool:
-        asked.set()
-        go.wait(5)
-        return answer(b'{"ok": 1}')(conn)
-
-    raw.scripts.append(late)
-    lanes, got = raw.lanes(), []
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        caller = threading.Thread(target=lambda: got.append(
-            lanes.post_json(json.dumps({"q": "x" * size}).encode(), error_of)))
+        caller = threading.Thread(target=lambda: got.append(lanes.post_json(body(), error_of)))
         caller.start()
         assert asked.wait(5)
         raw.requests.clear()  # the server's copy of the body
@@ -379,8 +347,23 @@ def test_a_call_waiting_on_its_answer_no_longer_holds_its_request_body(raw: RawS
         go.set()
         caller.join(5)
         tracemalloc.stop()
-    assert waiting < size // 4, waiting
     assert got == [{"ok": 1}]
+    return waiting
+
+
+def test_a_call_waiting_on_its_answer_holds_no_read_buffer(raw: RawServer) -> None:
+    """Hundreds of calls wait on their model at once in a worker process: none of them holds
+    a read's buffer (``recv`` allocates 64 KiB before it blocks) until the answer's bytes come."""
+    waiting = _held_while_waiting(raw, lambda: b"{}")
+    assert waiting < 32 << 10, waiting
+
+
+def test_a_call_waiting_on_its_answer_no_longer_holds_its_request_body(raw: RawServer) -> None:
+    """The request body (a model's whole conversation, as JSON) is let go of once sent: the
+    hundreds of calls a worker process keeps waiting do not each hold a copy of theirs."""
+    size = 4 << 20
+    waiting = _held_while_waiting(raw, lambda: json.dumps({"q": "x" * size}).encode())
+    assert waiting < size // 4, waiting
 
 
 def test_a_bad_status_line_is_a_server_error_and_the_lane_connects_anew(raw: RawServer) -> None:

@@ -20,6 +20,7 @@ from runs.engine.runtime.keeper import (keeper_address, keeper_hold, keeper_rele
 from runs.engine.runtime.transition import run_claim
 from runs.models import Run
 from runs.services import run_start
+from tests.e2e.workers import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -39,16 +40,6 @@ def _keepers() -> list[int]:
     return found
 
 
-def _wait(predicate, within_s: float, what: str):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {within_s}s waiting for {what}")
-
-
 def _expiry(run_id) -> dt.datetime:
     return Run.objects.values_list("lease_expires_at", flat=True).get(pk=run_id)
 
@@ -63,15 +54,15 @@ def test_a_dead_keeper_is_replaced_with_the_holds_replayed_and_a_loss_reaches_th
     token = CancelToken()
     key = keeper_watch(run_id, [token])
     try:
-        (first,) = _wait(_keepers, 5, "the host's keeper to start")
+        (first,) = wait_until(_keepers, 5, "the host's keeper to start")
         time.sleep(ttl * 1.5)
         assert _expiry(run_id) > clock.now(), "the keeper did not renew the held run"
         os.kill(first, signal.SIGKILL)
-        _wait(lambda: [p for p in _keepers() if p != first], 5, "another keeper to start")
+        wait_until(lambda: [p for p in _keepers() if p != first], 5, "another keeper to start")
         time.sleep(ttl * 1.5)  # past the last renewal of the dead keeper
         assert _expiry(run_id) > clock.now(), "the new keeper did not renew the replayed hold"
         Run.objects.filter(pk=run_id).update(lease_owner="w:2")
-        _wait(lambda: token.cancelled, ttl, "the loss to reach this worker's tokens")
+        wait_until(lambda: token.cancelled, ttl, "the loss to reach this worker's tokens")
         assert len(_keepers()) == 1 and first not in _keepers()
     finally:
         keeper_unwatch(run_id, key)
@@ -95,8 +86,8 @@ def test_a_run_that_ended_under_its_hold_is_no_warning(engine, settings, caplog)
         time.sleep(ttl * 1.2)  # both renewed once: from then on a miss is reported
         Run.objects.filter(pk__in=[ended, busy]).update(
             status="succeeded", lease_owner="", lease_expires_at=None)
-        _wait(lambda: token.cancelled, ttl * 2, "the busy run's loss to cancel its call")
-        _wait(lambda: any(str(ended) in r.getMessage() for r in caplog.records), ttl * 2,
+        wait_until(lambda: token.cancelled, ttl * 2, "the busy run's loss to cancel its call")
+        wait_until(lambda: any(str(ended) in r.getMessage() for r in caplog.records), ttl * 2,
               "the ended run's note")
         said = {r.getMessage(): r.levelname for r in caplog.records
                 if r.name == "agentops.leases"}
