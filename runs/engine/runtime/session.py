@@ -202,13 +202,20 @@ class RunSession:
         on each would change indexed columns on every Run update. A third of the TTL is
         the most a lease ages before a commit renews it (the lease keeper renews at the same
         pace during long calls), so it never has less than two thirds of its TTL left.
+        ``force`` (a fence) renews the expiry, which no index holds, but stamps ``updated_at``
+        (indexed) at the same pace as the rest: a fence every other step would otherwise
+        make every other Run update write all of the table's indexes (not HOT).
         """
         ttl = settings.AGENTOPS_LEASE_TTL_S
         now = clock.now()
         expires = self.run.lease_expires_at
         if not force and expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:
             return {}
-        return {"lease_expires_at": now + dt.timedelta(seconds=ttl), "updated_at": now}
+        renewal: dict[str, Any] = {"lease_expires_at": now + dt.timedelta(seconds=ttl)}
+        stamped = self.run.updated_at
+        if not force or stamped is None or (now - stamped).total_seconds() >= ttl / 3:
+            renewal["updated_at"] = now
+        return renewal
 
     def projection(self) -> dict[str, Any]:
         """Return the Run columns derived from the state."""
