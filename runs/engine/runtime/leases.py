@@ -217,8 +217,8 @@ def _by_keeper_process() -> bool:
 
 @contextmanager
 def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
-               *, every_s: float | None = None,
-               within_s: float | None = None) -> Iterator[Callable[[], bool]]:
+               *, every_s: float | None = None, within_s: float | None = None,
+               quick: bool = False) -> Iterator[Callable[[], bool]]:
     """Keep the lease while the block runs (long model and tool calls); cancel tokens if lost.
 
     Off a PostgreSQL slot the keeper thread renews it, the first time after ``every_s`` (a
@@ -233,10 +233,14 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     lease is no longer renewed, so it expires and the sweeper recovers the run elsewhere,
     never before the attempt's hard deadline (start + timeout + TTL, runs.engine.runtime.
     fencing), as for a stopped worker.
+
+    ``quick``: calls expected to end at once (held reads, read_rides) keep the connection:
+    a release and a reacquire would cost more CPU than they do (docs/workers.md).
     """
     # The page hears the units coalesced so far before this slow call (once they committed).
     live_flush(run.pk, before_send=unit_settled)
-    db_release()  # reads a unit still in flight first (raises UnitNotCommitted)
+    if not quick:
+        db_release()  # reads a unit still in flight first (raises UnitNotCommitted)
     beat = heartbeat_for(run, owner, tokens)
     process = _by_keeper_process()
     key = _kept_start(run, owner, tokens, process=process, every_s=every_s, within_s=within_s)

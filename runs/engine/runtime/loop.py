@@ -133,10 +133,13 @@ def _lately(question: str, ask: Callable[[], bool]) -> bool:
     """Return ``ask()``, asked at most once per AGENTOPS_YIELD_CHECK_S by this process.
 
     Hundreds of runs in flight in one process would otherwise each ask after every unit.
+    The first thread to find the answer stale asks; the others keep the last answer while
+    it waits for its own (a query behind a busy pool takes long enough for dozens to ask).
     """
     now = clock.monotonic()
     at, answer = _asked.get(question, (-math.inf, False))
     if not 0 <= now - at < settings.AGENTOPS_YIELD_CHECK_S:  # stale, or another clock (tests)
+        _asked[question] = (now, answer)  # taken: the others keep the last answer meanwhile
         answer = ask()
         _asked[question] = (now, answer)
     return answer

@@ -74,10 +74,11 @@ def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[
     # before it runs, a batch of reads' is sent before they run (a call run again after its
     # worker died gets the next attempt number, if that unit committed), or held with its
     # reply's until they ran, when their tools answer quickly (read_rides)
-    _mark_running(session, calls, events, new_rows, held=new_rows and reads_held(session, calls),
+    held = new_rows and reads_held(session, calls)
+    _mark_running(session, calls, events, new_rows, held=held,
                   wait=bool(writes) or len({c.idempotency_key for c in calls}) < len(calls))
     events, new_rows = [], False
-    jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes))  # 3. run
+    jobs, outcomes, started = _run(session, step, calls, fenced=bool(writes), quick=held)  # 3. run
     settled = [parked_settlement(session, c, ctx)  # 4. settle
                or settle(c, session.agent.tool(c.tool), ctx, args, o, started, session.worker)
                for (c, ctx, args), o in zip(jobs, outcomes)]
@@ -174,9 +175,10 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
             a.tool_call.held_attempt = a
 
 
-def _run(session: RunSession, step: str, calls: list[ToolCall], *,
-         fenced: bool) -> tuple[list[tuple[ToolCall, ToolContext, dict]], list[Outcome], dt.datetime]:
-    """Dispatch ``calls`` outside any transaction, keeping the lease while they run."""
+def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
+         quick: bool) -> tuple[list[tuple[ToolCall, ToolContext, dict]], list[Outcome], dt.datetime]:
+    """Dispatch ``calls`` outside any transaction, keeping the lease while they run (and,
+    ``quick``: held reads, read_rides, the slot's pooled connection too: lease_kept)."""
     fenced_at = clock.monotonic()
     jobs = [call_job(session, step, c) for c in calls]
     started = clock.now()
@@ -185,7 +187,7 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *,
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
     specs = [session.agent.tool(c.tool) for c, _, _ in jobs]
     with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
-                    within_s=max(tool_timeout(spec) for spec in specs)):
+                    within_s=max(tool_timeout(spec) for spec in specs), quick=quick):
         outcomes = run_calls([(parkable(spec), ctx, args)
                               for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets,
                              run_allowance(session))
