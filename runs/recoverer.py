@@ -91,19 +91,26 @@ def _expiry_look(cap_s: float) -> float:
 
     One read tells the next expiry and whether one has passed: the recovery's own query
     runs only then (then the next expiry is read again), not at every look.
+
+    The second read counts from the recovery's own cutoff, not from the end of the round: a
+    lease that expired while the round recovered (dozens of a paused host's runs, a holder
+    ended) was not tried yet, so the next look is at once, not a check later as for a run
+    tried and found locked (by the recoverer of another host, or a holder not yet ended).
     """
     first, overdue = lease_next_expiry(now=clock.now())
     if not overdue:
         return _until(first, overdue, cap_s)
-    expired = runs_recover_expired()
+    cutoff = clock.now()
+    expired = runs_recover_expired(now=cutoff)
     if expired:
         log.info("recovered %d runs whose lease expired", len(expired))
-    first, overdue = lease_next_expiry(now=clock.now())
+    first, overdue = lease_next_expiry(now=cutoff)
     return _until(first, overdue, cap_s)
 
 
 def _until(first: dt.datetime | None, overdue: bool, cap_s: float) -> float:
-    """Return seconds until ``first`` (a little after it), at most ``cap_s``.
+    """Return seconds until ``first`` (a little after it; none if it has passed), at most
+    ``cap_s``.
 
     A lease expired but not recovered (its row locked by a holder not yet idle long enough
     to be ended) is tried again after ``AGENTOPS_RECOVERY_CHECK_S``, never in a busy loop.

@@ -6,16 +6,21 @@ Real ``agentops worker`` hosts (one q2 process each, run slots on PostgreSQL) ru
 """
 from __future__ import annotations
 
+import datetime as dt
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+from django.db import connection
 
+from agentops import clock
 from bench.model_server import model_env, model_server_start
 from runs.engine.runtime.queue import enqueue_tick
 from runs.models import Event, Run, WorkerHeartbeat
 from runs.services import run_start
 from tests.e2e.workers import Worker, wait_until
+from tests.factories import make_run
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -63,3 +68,46 @@ def test_recovered_runs_start_on_free_slots_with_one_tick_and_a_killed_host_s_at
         server.wait(5)
     print(f"recoverer: 6 runs of a killed host recovered {took:.2f}s after SIGKILL")
     assert took < 5, f"a killed host's runs were recovered {took:.1f}s after it died"
+
+
+def _session(name: str) -> psycopg.Connection:
+    """Open a real PostgreSQL session named ``name`` (one of a worker's) on the test database."""
+    params = {k: v for k, v in connection.get_connection_params().items()
+              if k in ("host", "port", "user", "password", "dbname")}
+    return psycopg.connect(**params, application_name=name, autocommit=False)
+
+
+def test_a_lease_expiring_while_a_round_recovers_is_taken_next_not_a_check_later(tmp_path):
+    """A paused host's leases expire a few milliseconds apart. The recoverer of a real host
+    wakes at the first, finds that run's row locked by the paused owner's open transaction
+    and ends that session (pg_terminate_backend waits for it: a tenth of a second at least),
+    while the second lease expires. That run was not tried yet: it is recovered in the next
+    round at once, not ``AGENTOPS_RECOVERY_CHECK_S`` (1 s here) later as a run found locked."""
+    import bench.agents  # noqa: F401  (registers bench-slow in this process too)
+
+    host = Worker("x0", tmp_path, env={
+        "AGENTOPS_AGENTS": "bench.agents", "AGENTOPS_WORKERS": "1",
+        "AGENTOPS_LEASE_TTL_S": "1.5", "AGENTOPS_SWEEP_INTERVAL_S": "1",
+        "AGENTOPS_RECOVERY_CHECK_S": "1"})
+    owner = "paused-host:4200001"
+    sessions = [_session(owner) for _ in range(2)]  # a paused worker keeps its sessions
+    try:
+        host.start()
+        wait_until(lambda: WorkerHeartbeat.objects.exists(), 30, "the host to be up")
+        locked, later = make_run(agent="bench-slow"), make_run(agent="bench-slow")
+        first = clock.now() + dt.timedelta(seconds=1.3)  # the recoverer has read it by then
+        for run, expires in ((locked, first), (later, first + dt.timedelta(seconds=0.06))):
+            Run.objects.filter(pk=run.pk).update(status="running", lease_owner=owner,
+                                                 lease_expires_at=expires)
+        sessions[0].execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", [locked.pk])
+        recovered = wait_until(lambda: Event.objects.filter(
+            run_id=later.pk, type="run.recovered").first(), 10, "the second lease's run")
+        assert Event.objects.filter(run_id=locked.pk, type="run.recovered").exists()
+    finally:
+        host.stop()
+        for session in sessions:
+            session.close()
+    late = (recovered.at - (first + dt.timedelta(seconds=0.06))).total_seconds()
+    print(f"recoverer: a lease expired during a round recovered {late:.2f}s after its expiry")
+    assert recovered.data["cause"] == "lease_expired"
+    assert late < 0.5, f"recovered {late:.2f}s after its lease expired: a check later"

@@ -30,15 +30,16 @@ from runs.statuses import RunStatus
 log = logging.getLogger("agentops.recovery")
 
 
-def runs_recover_expired(*, limit: int = 100) -> list[Any]:
-    """Re-queue runs whose lease expired (counting a recovery); return their ids.
+def runs_recover_expired(*, limit: int = 100, now: dt.datetime | None = None) -> list[Any]:
+    """Re-queue runs whose lease expired before ``now`` (default: now), counting a recovery;
+    return their ids.
 
     Safe on every worker at once: each run is locked and re-checked, and only one sweeper
     moves it. Past its recovery limit a run is blocked instead. A run whose row its silent
     owner still locks (paused inside a transaction) is freed first (``holders_end``).
     """
     ids = list(
-        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=clock.now())
+        Run.objects.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now or clock.now())
         .values_list("pk", flat=True)[:limit]
     )
     recovered = _recover_all(dict.fromkeys(ids, ""))
@@ -85,8 +86,8 @@ _HOLDERS_END_SQL = (
 
 
 def lease_next_expiry(*, now: dt.datetime) -> tuple[dt.datetime | None, bool]:
-    """Return when the first lease of a running run expires after ``now`` (None: none does),
-    and whether some lease has expired already (a run not recovered yet: e.g. locked).
+    """Return when the first lease of a running run expires at or after ``now`` (None: none
+    does), and whether some lease expired before ``now`` (a run not recovered yet: e.g. locked).
 
     One read of the running runs (the ``status`` prefix of ``run_status_updated``: bounded by
     the runs in flight). The expiry has no index of its own, so a lease renewal, which
