@@ -10,9 +10,7 @@ import datetime as dt
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
-from django.db import connection
 
 from agentops import clock
 from bench.model_server import model_env, model_server_start
@@ -21,6 +19,7 @@ from runs.models import Event, Run, WorkerHeartbeat
 from runs.services import run_start
 from tests.e2e.workers import Worker, wait_until
 from tests.factories import make_run
+from tests.pg_sessions import pg_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -70,13 +69,6 @@ def test_recovered_runs_start_on_free_slots_with_one_tick_and_a_killed_host_s_at
     assert took < 5, f"a killed host's runs were recovered {took:.1f}s after it died"
 
 
-def _session(name: str) -> psycopg.Connection:
-    """Open a real PostgreSQL session named ``name`` (one of a worker's) on the test database."""
-    params = {k: v for k, v in connection.get_connection_params().items()
-              if k in ("host", "port", "user", "password", "dbname")}
-    return psycopg.connect(**params, application_name=name, autocommit=False)
-
-
 def test_a_lease_expiring_while_a_round_recovers_is_taken_next_not_a_check_later(tmp_path):
     """A paused host's leases expire a few milliseconds apart. The recoverer of a real host
     wakes at the first, finds that run's row locked by the paused owner's open transaction
@@ -90,7 +82,7 @@ def test_a_lease_expiring_while_a_round_recovers_is_taken_next_not_a_check_later
         "AGENTOPS_LEASE_TTL_S": "1.5", "AGENTOPS_SWEEP_INTERVAL_S": "1",
         "AGENTOPS_RECOVERY_CHECK_S": "1"})
     owner = "paused-host:4200001"
-    sessions = [_session(owner) for _ in range(2)]  # a paused worker keeps its sessions
+    sessions = [pg_session(owner) for _ in range(2)]  # a paused worker keeps its sessions
     try:
         host.start()
         wait_until(lambda: WorkerHeartbeat.objects.exists(), 30, "the host to be up")

@@ -88,7 +88,7 @@ def test_a_run_that_ended_under_its_hold_is_no_warning(engine, settings, caplog)
             status="succeeded", lease_owner="", lease_expires_at=None)
         wait_until(lambda: token.cancelled, ttl * 2, "the busy run's loss to cancel its call")
         wait_until(lambda: any(str(ended) in r.getMessage() for r in caplog.records), ttl * 2,
-              "the ended run's note")
+                   "the ended run's note")
         said = {r.getMessage(): r.levelname for r in caplog.records
                 if r.name == "agentops.leases"}
         assert [level for text, level in said.items() if str(ended) in text] == ["INFO"], said

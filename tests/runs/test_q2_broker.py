@@ -15,6 +15,7 @@ from django_q.models import OrmQ
 from runs.cli.q2_host import ReconnectingBroker
 from runs.engine.runtime.q2_broker import CHANNEL, FALLBACK_S
 from runs.pooler import pooled
+from tests.pg_sessions import pg_session
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 direct = pytest.mark.skipif(pooled(), reason="a transaction pooler keeps no session to LISTEN on")
@@ -173,10 +174,6 @@ def test_behind_a_transaction_pooler_the_pusher_polls_and_never_listens():
 
 
 def _listener():
-    import psycopg
-
-    params = {k: v for k, v in connection.get_connection_params().items()
-              if k in ("host", "port", "user", "password", "dbname")}
-    conn = psycopg.connect(**params, autocommit=True)
+    conn = pg_session(autocommit=True)
     conn.execute(f"LISTEN {CHANNEL}")
     return conn

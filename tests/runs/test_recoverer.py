@@ -13,6 +13,7 @@ from runs.models import Event, Run
 from runs.pooler import pooled
 from runs.recoverer import Watch, _after_outage, recover_round
 from tests.factories import make_run
+from tests.pg_sessions import pg_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,13 +24,6 @@ def _running(owner: str, *, expires_in_s: float) -> Run:
         status="running", lease_owner=owner,
         lease_expires_at=clock.now() + dt.timedelta(seconds=expires_in_s))
     return run
-
-
-def _session(name: str) -> psycopg.Connection:
-    """Open a real PostgreSQL session named ``name`` on the test database (a worker's)."""
-    params = {k: v for k, v in connection.get_connection_params().items()
-              if k in ("host", "port", "user", "password", "dbname")}
-    return psycopg.connect(**params, application_name=name, autocommit=False)
 
 
 def _cause(run: Run) -> str:
@@ -55,7 +49,7 @@ def test_an_expired_lease_is_recovered_at_its_expiry_not_a_sweep_later():
 def test_a_dead_owner_is_noticed_by_its_vanished_session_before_the_next_sweep():
     if pooled():  # no session there is an owner's own (runs.pooler): leases expire instead
         pytest.skip("owners are not judged by session name behind a transaction pooler")
-    session = _session("gone-host:4100001")
+    session = pg_session("gone-host:4100001")
     session.commit()  # idle, not inside a transaction
     run = _running("gone-host:4100001", expires_in_s=60)
     with override_settings(AGENTOPS_SWEEP_INTERVAL_S=30):
@@ -79,7 +73,7 @@ def test_a_paused_holder_locking_its_expired_run_is_ended_and_the_run_recovered(
         pytest.skip("sessions are not ended by owner name behind a transaction pooler")
     owner = "paused-host:4100002"
     run = _running(owner, expires_in_s=-1)
-    holder = _session(owner)
+    holder = pg_session(owner)
     holder.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", [run.pk])
     try:
         with override_settings(AGENTOPS_LEASE_TTL_S=0.3):
@@ -96,7 +90,7 @@ def test_a_paused_holder_locking_its_expired_run_is_ended_and_the_run_recovered(
 def test_a_live_holder_inside_a_short_transaction_is_left_alone():
     owner = "busy-host:4100003"
     run = _running(owner, expires_in_s=-1)
-    holder = _session(owner)
+    holder = pg_session(owner)
     holder.execute("SELECT 1 FROM runs_run WHERE id = %s FOR UPDATE", [run.pk])
     try:
         with override_settings(AGENTOPS_LEASE_TTL_S=60):  # idle far less than TTL / 3
@@ -128,7 +122,7 @@ def test_after_an_outage_only_owners_seen_again_are_judged_by_their_vanished_nam
     comes_back = _running("back-host:4100012", expires_in_s=60)
     watch = Watch()
     _after_outage(watch, time.monotonic() - 10)  # the grace after the outage is over
-    session = _session("back-host:4100012")
+    session = pg_session("back-host:4100012")
     session.commit()
     recover_round(watch)
     recover_round(watch)
