@@ -14,10 +14,10 @@ from django.db.models import F
 
 from agentops.control import LeaseLost
 from agentops.redaction import EMPTY
-from ledger.models import ToolCall
-from ledger.services.record import toolcalls_insert
+from ledger.models import ToolAttempt, ToolCall
+from ledger.services.record import attempts_insert, toolcalls_insert
 from runs import slots
-from runs.engine.runtime import telemetry, unit_overlap
+from runs.engine.runtime import telemetry, unit_overlap, unit_sql
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.loop import run_tick
 from runs.engine.runtime.unit_overlap import UnitNotCommitted
@@ -223,3 +223,54 @@ def test_a_unit_that_failed_in_a_tick_ended_otherwise_is_not_the_next_tick_s(eng
     monkeypatch.setattr(loop, "unit", unit)
     assert run_tick(first, worker="w-overlap") == "lease_lost"
     assert run_tick(second, worker="w-overlap") == "succeeded"
+
+
+def _attempt(call):
+    from agentops import clock
+
+    return ToolAttempt(tool_call=call, attempt=1, status="succeeded", worker="w",
+                       started_at=clock.now(), finished_at=clock.now(), duration_ms=3)
+
+
+def test_the_next_unit_is_built_while_the_one_before_is_still_in_flight(run, monkeypatch):
+    """The server commits a unit while the worker builds the next one's statement: its rows
+    are encoded before the unit in flight is read, and it still goes out only after it."""
+    built_in_flight: list[bool] = []
+    encode = unit_sql._rows_json
+
+    def rows_json(*args):
+        built_in_flight.append(_in_flight())
+        return encode(*args)
+
+    monkeypatch.setattr(unit_sql, "_rows_json", rows_json)
+    _unit(run, "first", calls=[_call(run, 1)])
+    _unit(run, "second", calls=[_call(run, 2)])
+    assert built_in_flight == [False, True]
+    assert list(ToolCall.objects.filter(run=run).order_by("turn").values_list(
+        "tool_call_id", flat=True)) == ["tc_overlap1", "tc_overlap2"]
+
+
+def test_a_row_of_a_row_the_unit_in_flight_inserts_gets_its_id(run) -> None:
+    """Built while the unit inserting its call is in flight, an attempt row cannot know the
+    call's id yet: the unit is built again once that one is read, and stores the id."""
+    first, second = _call(run, 1), _call(run, 2)
+    _unit(run, "calls", calls=[first])
+    assert first.pk is None
+    event_append(run=run, expected_version=run.version, events=[NewEvent("run.note", {})],
+                 also=[toolcalls_insert([second]), attempts_insert([_attempt(first),
+                                                                    _attempt(second)])],
+                 secrets=EMPTY, overlap=True)
+    unit_sql.unit_settled()  # raises if it did not commit
+    stored = dict(ToolAttempt.objects.filter(tool_call__run=run).values_list(
+        "tool_call__tool_call_id", "tool_call_id"))
+    assert stored == {"tc_overlap1": first.pk, "tc_overlap2": second.pk}
+
+
+def test_a_unit_not_built_while_the_one_before_failed_is_told_the_failure(run) -> None:
+    """A unit whose statement cannot be built reports the unit in flight that did not commit
+    first (the worker stops for that, LeaseLost), as when it was read before building."""
+    Run.objects.filter(pk=run.pk).update(version=F("version") + 1)
+    _unit(run, "lost")
+    with pytest.raises(UnitNotCommitted):
+        event_append(run=run, expected_version=run.version, events=[], touch=False,
+                     fields={"updated_at": object()}, secrets=EMPTY, overlap=True)

@@ -8,7 +8,7 @@ from agentops.writes import RowsInsert, RowsUpdate
 from ledger.errors import DuplicateToolCall
 from ledger.models import ToolAttempt, ToolCall
 from ledger.services.record import attempts_insert, toolcalls_insert
-from runs.engine.runtime import unit_sql
+from runs.engine.runtime import unit_where
 from runs.engine.runtime.events import NewEvent, event_append
 from agentops.control import LeaseLost
 from runs.models import Event, Run, Step
@@ -101,29 +101,29 @@ def test_updates_fold_in_and_match_only_their_rows(run):
 
 def test_what_cannot_fold_is_told_apart():
     call = ToolCall(tool_call_id="tc_x")
-    assert unit_sql.foldable([RowsInsert(ToolCall, [call]), RowsUpdate(Step, {"key": "a"}, {})])
-    assert not unit_sql.foldable([lambda: None])
-    assert not unit_sql.foldable([RowsUpdate(Step, {"key": "a"}, {}),
+    assert unit_where.foldable([RowsInsert(ToolCall, [call]), RowsUpdate(Step, {"key": "a"}, {})])
+    assert not unit_where.foldable([lambda: None])
+    assert not unit_where.foldable([RowsUpdate(Step, {"key": "a"}, {}),
                                   RowsUpdate(Step, {"key": "a"}, {"status": "x"})])
     # An update of a row the same statement inserts would miss it (a sibling part does not
     # see it): told by the row's own values, so an update of another row still folds.
-    assert not unit_sql.foldable([RowsInsert(Step, [Step(key="a")]),
+    assert not unit_where.foldable([RowsInsert(Step, [Step(key="a")]),
                                   RowsUpdate(Step, {"key": "a"}, {})])
-    assert unit_sql.foldable([RowsInsert(Step, [Step(key="b")]),
+    assert unit_where.foldable([RowsInsert(Step, [Step(key="b")]),
                               RowsUpdate(Step, {"key": "a"}, {})])
     # A read's result riding the next unit: its call and attempt (ids known) updated, the
     # next call and its attempt (ids given by this statement) inserted.
-    assert unit_sql.foldable([RowsUpdate(ToolCall, {"pk": 7}, {"status": "succeeded"}),
+    assert unit_where.foldable([RowsUpdate(ToolCall, {"pk": 7}, {"status": "succeeded"}),
                               RowsUpdate(ToolAttempt, {"tool_call_id": 7, "attempt": 1}, {}),
                               RowsInsert(ToolCall, [call]),
                               RowsInsert(ToolAttempt, [ToolAttempt(tool_call=call, attempt=1)])])
-    assert not unit_sql.foldable([RowsInsert(ToolAttempt, [ToolAttempt(tool_call_id=7, attempt=1)]),
+    assert not unit_where.foldable([RowsInsert(ToolAttempt, [ToolAttempt(tool_call_id=7, attempt=1)]),
                                   RowsUpdate(ToolAttempt, {"tool_call_id": 7, "attempt": 1}, {})])
     # An empty insert writes nothing: a tool step's settlement (the attempt opened in an
     # earlier unit closed, no fresh attempt) still folds into one statement.
-    assert unit_sql.foldable([RowsInsert(ToolAttempt, []),
+    assert unit_where.foldable([RowsInsert(ToolAttempt, []),
                               RowsUpdate(ToolAttempt, {"tool_call_id": 1, "attempt": 1}, {})])
-    assert not unit_sql.foldable([RowsUpdate(ToolCall, {"pk": None}, {"status": "x"})])
+    assert not unit_where.foldable([RowsUpdate(ToolCall, {"pk": None}, {"status": "x"})])
 
 
 def test_a_unit_with_a_writer_that_cannot_fold_is_written_through_the_orm_all_the_same(run):

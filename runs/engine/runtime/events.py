@@ -19,7 +19,7 @@ from agentops.control import LeaseLost
 from agentops.jsonstate import check_json, compact_json
 from agentops.redaction import Secrets
 from ledger.secrets import run_secrets
-from runs.engine.runtime import unit_sql
+from runs.engine.runtime import unit_sql, unit_where
 from runs.event_archive import archived_events_restore
 from runs.errors import RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
@@ -156,12 +156,11 @@ def _append_rows(
     owner: str,
     overlap: bool = False,
 ) -> list[NewEvent]:
-    if expected_version is not None:
-        # A unit follows the one still in flight only once that one committed: read it (and
-        # stop, LeaseLost, if it did not) before any path below writes, whose own version
-        # check could otherwise match the version another writer left.
-        unit_sql.unit_settled()
-    if expected_version is not None and unit_sql.enabled() and unit_sql.foldable(also):
+    # A unit follows the one still in flight only once that one committed: each path reads
+    # it (and stops, LeaseLost, if it did not) before it writes, whose own version check
+    # could otherwise match the version another writer left. The one statement reads it
+    # itself, once its statement is built (unit_sql.unit_write).
+    if expected_version is not None and unit_sql.enabled() and unit_where.foldable(also):
         # A keyed event may meet its twin (IntegrityError, sorted out below): never overlapped.
         overlap = overlap and not any(e.key for e in events)
         try:
@@ -169,6 +168,8 @@ def _append_rows(
                                         overlap)
         except IntegrityError:
             pass  # the ORM path below sorts out keyed duplicates and raises the typed errors
+    if expected_version is not None:
+        unit_sql.unit_settled()
     try:
         with transaction.atomic():
             return _write(run, events, expected_version, fields, also, owner)

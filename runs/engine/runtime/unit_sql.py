@@ -17,7 +17,8 @@ the caller raises LeaseLost. Rows travel as one JSON array per table and Postgre
 them with ``jsonb_populate_record`` (no per-column casts, one parameter per table).
 
 Only declarative writers (``agentops.writes``) fold in; a unit holding any other writer, an
-update of a row inserted in the same unit, or two updates of one row takes the ORM path.
+update of a row inserted in the same unit, or two updates of one row takes the ORM path
+(``unit_where.foldable``).
 """
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey
                               SmallAutoField, UniqueConstraint)
 
 from agentops.jsonstate import compact_json, json_encoder
-from agentops.writes import RowsInsert, RowsUpdate
+from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
-from runs.engine.runtime.unit_where import UNKNOWN as _UNKNOWN, row_value, where_sql
+from runs.engine.runtime.unit_where import where_sql
 from runs.models import Event, Run
 from runs.models.event import CURRENT_EVENT_SCHEMA, event_month
 from runs.pooler import pooled
@@ -99,42 +100,6 @@ def enabled() -> bool:
     return connection.vendor == "postgresql" and settings.AGENTOPS_UNIT_SQL
 
 
-def foldable(also: Sequence[Any]) -> bool:
-    """Return whether every writer in ``also`` can be folded into the unit's one statement."""
-    inserted: dict[type[Model], list[Model]] = {}
-    updated: set[tuple[type[Model], tuple]] = set()
-    updates: list[RowsUpdate] = []
-    for op in also:
-        if isinstance(op, RowsInsert):
-            if op.rows:  # an empty insert writes nothing (unit_write leaves it out)
-                inserted.setdefault(op.model, []).extend(op.rows)
-        elif isinstance(op, RowsUpdate):
-            if any(v is None for v in op.where.values()) or any(
-                    hasattr(v, "resolve_expression") for v in op.values.values()):
-                return False
-            key = (op.model, tuple(sorted(op.where.items())))
-            if key in updated:
-                return False  # one statement cannot update the same row twice
-            updated.add(key)
-            updates.append(op)
-        else:
-            return False
-    return not any(_may_match(op, inserted.get(op.model, ())) for op in updates)
-
-
-def _may_match(op: RowsUpdate, rows: Sequence[Model]) -> bool:
-    """Return whether ``op`` may be meant for one of ``rows``, inserted by the same statement.
-
-    A sibling part of one statement does not see the rows another inserts, so such an update
-    would miss its row. A row cannot match when one of the update's (non-NULL) values differs
-    from the row's own: NULL never equals it, and a column the statement fills in (a new id,
-    the id of a row inserted before it) gets a fresh value, never one already in use.
-    """
-    return any(all(row_value(row, k) in (v, _UNKNOWN) for k, v in op.where.items())
-               for row in rows)
-
-
-
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
                expected_version: int, values: dict[str, Any], also: Sequence[Any],
                owner: str = "", overlap: bool = False) -> bool:
@@ -147,14 +112,23 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     connection is outside a transaction (runs.engine.runtime.unit_overlap); its version
     check is then learnt by the next unit, which raises UnitNotCommitted. Every unit first
     reads the one still in flight, so a unit never goes out before the one it follows.
+
+    The statement is built while that one is still in flight (the server commits it in the
+    meantime): nothing of it comes from that unit's result except the new ids its on_row sets,
+    and a row needing one of those (``_NotYet``) is built again once it is read.
     """
     db = connections[DEFAULT_DB_ALIAS]
-    unit_overlap.settled(db.connection)
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
-    params = [_prep(Run, name, value, db) for name, value in values.items()]
-    params += [run.pk, expected_version] + ([owner] if owner else [])
-    shape, keyed = _unit_parts(run, events, first_seq, at, ops, db, params)
-    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
+    args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
+    try:
+        built = _built(*args, early=True)
+    except _NotYet:
+        built = None
+    except Exception:
+        unit_overlap.settled(db.connection)  # a unit in flight that failed is told first
+        raise
+    unit_overlap.settled(db.connection)
+    sql, params, keyed = built or _built(*args, early=False)
     if overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
         _send(db, sql, params, keyed, run)
         return True
@@ -166,8 +140,24 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     return True
 
 
+class _NotYet(Exception):
+    """A row refers to a row whose id is not known yet: maybe one the unit in flight inserts."""
+
+
+def _built(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
+           expected_version: int, values: dict[str, Any], ops: list[Any], owner: str,
+           db: Any, *, early: bool) -> tuple[str, list[Any], list[tuple[int, RowsInsert]]]:
+    """Return the unit's SQL, its parameters and its keyed inserts (``early``: see _rows_json)."""
+    params = [_prep(Run, name, value, db) for name, value in values.items()]
+    params += [run.pk, expected_version] + ([owner] if owner else [])
+    shape, keyed = _unit_parts(run, events, first_seq, at, ops, db, params, early)
+    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
+    return sql, params, keyed
+
+
 def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
-                ops: Sequence[Any], db: Any, params: list[Any]) -> tuple[list[tuple], list]:
+                ops: Sequence[Any], db: Any, params: list[Any],
+                early: bool = False) -> tuple[list[tuple], list]:
     """Return the statement's shape and the inserts whose new ids come back (by position);
     append each part's parameters to ``params``."""
     shape: list[tuple] = []
@@ -181,7 +171,7 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
         if isinstance(op, RowsInsert):
             refs = tuple(_references(op.model, inserted))
             shape.append(("i", op.model, refs))
-            params.append(_rows_json(op, refs))
+            params.append(_rows_json(op, refs, ops if early else None))
             inserted.append(op.model)
             if _plan(op.model).natural and op.rows[0].pk is None:
                 keyed.append((len(shape) - 1, op))
@@ -320,11 +310,14 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
     return "[" + ",".join(docs) + "]"
 
 
-def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str:
+def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
+               early: Sequence[Any] | None = None) -> str:
     """Return the rows as the JSON array ``jsonb_populate_record`` reads.
 
     A key left out reads as NULL there, as a JSON null does: None values are not sent (a
     ledger row is half empty columns), so the worker encodes and the server parses less.
+    ``early`` (the unit's writers, built before the unit in flight is read): raise _NotYet
+    for a row whose related row has no id yet and is not inserted by these writers.
     """
     plan = _plan(op.model)
     ref_keys = {att: _plan(m).natural.attname for att, m in refs}
@@ -337,7 +330,11 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str
             value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
             if value is None and c.fk_model is not None:
                 # Made before its related row's id came back (a unit read since): as the ORM.
-                value = getattr(obj._state.fields_cache.get(c.field.name), "pk", None)
+                related = obj._state.fields_cache.get(c.field.name)
+                value = getattr(related, "pk", None)
+                if value is None and related is not None and early is not None and not (
+                        c.attname in ref_keys and _inserted_by(related, early)):
+                    raise _NotYet
             if value is None:
                 if c.attname in ref_keys:
                     doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
@@ -345,6 +342,10 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...]) -> str
             doc[c.column] = value if c.as_is else _json_value(value)
         docs.append(doc)
     return _ROWS_JSON(docs)
+
+
+def _inserted_by(obj: Model, ops: Sequence[Any]) -> bool:
+    return any(row is obj for op in ops if isinstance(op, RowsInsert) for row in op.rows)
 
 
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
