@@ -162,6 +162,7 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     append each part's parameters to ``params``."""
     shape: list[tuple] = []
     inserted: list[type[Model]] = []
+    mine: set[int] | None = set() if early else None  # ids of the rows inserted so far
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
@@ -171,8 +172,10 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
         if isinstance(op, RowsInsert):
             refs = tuple(_references(op.model, inserted))
             shape.append(("i", op.model, refs))
-            params.append(_rows_json(op, refs, ops if early else None))
+            params.append(_rows_json(op, refs, mine))
             inserted.append(op.model)
+            if mine is not None:
+                mine.update(map(id, op.rows))
             if _plan(op.model).natural and op.rows[0].pk is None:
                 keyed.append((len(shape) - 1, op))
         else:
@@ -311,13 +314,14 @@ def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.date
 
 
 def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
-               early: Sequence[Any] | None = None) -> str:
+               early: set[int] | None = None) -> str:
     """Return the rows as the JSON array ``jsonb_populate_record`` reads.
 
     A key left out reads as NULL there, as a JSON null does: None values are not sent (a
     ledger row is half empty columns), so the worker encodes and the server parses less.
-    ``early`` (the unit's writers, built before the unit in flight is read): raise _NotYet
-    for a row whose related row has no id yet and is not inserted by these writers.
+    ``early`` (built before the unit in flight is read: the ``id()`` of the rows this unit
+    inserts before these): raise _NotYet for a row whose related row has no id yet and is
+    not one of them.
     """
     plan = _plan(op.model)
     ref_keys = {att: _plan(m).natural.attname for att, m in refs}
@@ -333,7 +337,7 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
                 related = obj._state.fields_cache.get(c.field.name)
                 value = getattr(related, "pk", None)
                 if value is None and related is not None and early is not None and not (
-                        c.attname in ref_keys and _inserted_by(related, early)):
+                        c.attname in ref_keys and id(related) in early):
                     raise _NotYet
             if value is None:
                 if c.attname in ref_keys:
@@ -342,10 +346,6 @@ def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
             doc[c.column] = value if c.as_is else _json_value(value)
         docs.append(doc)
     return _ROWS_JSON(docs)
-
-
-def _inserted_by(obj: Model, ops: Sequence[Any]) -> bool:
-    return any(row is obj for op in ops if isinstance(op, RowsInsert) for row in op.rows)
 
 
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
