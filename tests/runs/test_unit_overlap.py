@@ -234,18 +234,26 @@ def _attempt(call):
 
 def test_the_next_unit_is_built_while_the_one_before_is_still_in_flight(run, monkeypatch):
     """The server commits a unit while the worker builds the next one's statement: its rows
-    are encoded before the unit in flight is read, and it still goes out only after it."""
+    are encoded and its parameters dumped before the unit in flight is read, and it still
+    goes out only after it."""
     built_in_flight: list[bool] = []
-    encode = unit_sql._rows_json
+    dumped_in_flight: list[bool] = []
+    encode, dump = unit_sql._rows_json, unit_overlap.unit_dumped
 
     def rows_json(*args):
         built_in_flight.append(_in_flight())
         return encode(*args)
 
+    def dumped(*args):
+        dumped_in_flight.append(_in_flight())
+        return dump(*args)
+
     monkeypatch.setattr(unit_sql, "_rows_json", rows_json)
+    monkeypatch.setattr(unit_overlap, "unit_dumped", dumped)
     _unit(run, "first", calls=[_call(run, 1)])
     _unit(run, "second", calls=[_call(run, 2)])
     assert built_in_flight == [False, True]
+    assert dumped_in_flight == [False, True]  # its parameters as sent, too
     assert list(ToolCall.objects.filter(run=run).order_by("turn").values_list(
         "tool_call_id", flat=True)) == ["tc_overlap1", "tc_overlap2"]
 

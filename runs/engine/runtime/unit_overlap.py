@@ -6,7 +6,8 @@ before computing unit N+1 leaves the worker idle for as long as the commit takes
 progress unit (no status change, no fence) is sent and left in flight; its result is read at
 the next point that needs it:
 
-- the next unit (``settled`` first): units go out one at a time, in order;
+- the next unit (``settled`` first): units go out one at a time, in order (the next one is
+  built and its parameters dumped meanwhile, ``unit_dumped``: no I/O, nothing sent);
 - any other use of the connection: psycopg takes the connection's lock for every query,
   transaction change and commit, and ``_SettlingLock`` reads the result first;
 - before the connection goes back to the pool (runs.slots.db_release), before a coalesced
@@ -99,25 +100,39 @@ class _SettlingLock:
 
 
 def unit_send(raw: Any, sql: str, params: Sequence[Any], what: str,
-              on_row: Callable[[list[bytes | None]], None], *, named: bool = True) -> None:
+              on_row: Callable[[list[bytes | None]], None], *, named: bool = True,
+              dumped: list[Any] | None = None) -> None:
     """Send the statement ``sql`` (``%s`` placeholders) and return before its result.
 
     ``on_row`` gets the result's one row (text values) when it is read and the unit's run
     row was updated (its first column is 1). The caller has checked ``settled`` before.
     ``named=False`` (behind a transaction pooler): parsed each time, nothing kept on the
-    server connection, which the next statement may not get.
+    server connection, which the next statement may not get. ``dumped``: ``params`` as
+    ``unit_dumped`` made them (before the unit in flight was read).
     """
+    state = _state_for(raw)
+    with raw.lock:
+        values = dumped if dumped is not None else unit_dumped(raw, params)
+        pending = _Pending(on_row, what, sql, values, named=named)
+        _send(raw.pgconn, state, pending)
+        state.pending = pending
+
+
+def unit_dumped(raw: Any, params: Sequence[Any]) -> list[Any]:
+    """Return ``params`` as ``unit_send`` sends them (text): no I/O, so it may run while a
+    unit is still in flight on ``raw``."""
+    state = _state_for(raw)
+    if state.dumper is None:
+        state.dumper = Transformer.from_context(raw)
+    return state.dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
+
+
+def _state_for(raw: Any) -> _State:
     state = _states.get(raw)
     if state is None:
         state = _states[raw] = _State()
         raw.lock = _SettlingLock(raw, raw.lock)
-    with raw.lock:
-        if state.dumper is None:
-            state.dumper = Transformer.from_context(raw)
-        values = state.dumper.dump_sequence(params, [PyFormat.TEXT] * len(params))
-        pending = _Pending(on_row, what, sql, values, named=named)
-        _send(raw.pgconn, state, pending)
-        state.pending = pending
+    return state
 
 
 def _send(pg: Any, state: _State, pending: _Pending) -> None:

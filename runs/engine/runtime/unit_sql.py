@@ -110,27 +110,21 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
 
     ``overlap`` (a progress unit): send it and return True before it commits, when this
     connection is outside a transaction (runs.engine.runtime.unit_overlap); its version
-    check is then learnt by the next unit, which raises UnitNotCommitted. Every unit first
-    reads the one still in flight, so a unit never goes out before the one it follows.
+    check is then learnt by the next unit, which raises UnitNotCommitted. Every unit reads
+    the one in flight before it goes out, so it never goes out before the one it follows.
 
-    The statement is built while that one is still in flight (the server commits it in the
-    meantime): nothing of it comes from that unit's result except the new ids its on_row sets,
-    and a row needing one of those (``_NotYet``) is built again once it is read.
+    Built while that one is in flight (the server commits it meanwhile): only its new ids can
+    matter, and a row needing one (``_NotYet``) is built again once it is read.
     """
     db = connections[DEFAULT_DB_ALIAS]
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
     args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
-    try:
-        built = _built(*args, early=True)
-    except _NotYet:
-        built = None
-    except Exception:
-        unit_overlap.settled(db.connection)  # a unit in flight that failed is told first
-        raise
+    send = overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block
+    built = _early(args, db, send)
     unit_overlap.settled(db.connection)
-    sql, params, keyed = built or _built(*args, early=False)
-    if overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block:
-        _send(db, sql, params, keyed, run)
+    sql, params, keyed, dumped = built or (*_built(*args, early=False), None)
+    if send:
+        _send(db, sql, params, keyed, run, dumped)
         return True
     row = _execute(db, sql, params)
     if row[0] != 1:
@@ -138,6 +132,21 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     for (_, op), ids in zip(keyed, row[1:]):
         _set_pks(op, json.loads(ids) if isinstance(ids, str) else ids, db.alias)
     return True
+
+
+def _early(args: tuple, db: Any, send: bool) -> tuple | None:
+    """Return the unit built (params dumped) before the one in flight is read, or _NotYet's None."""
+    try:
+        built = _built(*args, early=True)
+        if send and db.connection is not None:
+            with db.wrap_database_errors:
+                return *built, unit_overlap.unit_dumped(db.connection, built[1])
+        return *built, None
+    except _NotYet:
+        return None
+    except Exception:
+        unit_overlap.settled(db.connection)  # a unit in flight that failed is told first
+        raise
 
 
 class _NotYet(Exception):
@@ -162,7 +171,7 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     append each part's parameters to ``params``."""
     shape: list[tuple] = []
     inserted: list[type[Model]] = []
-    mine: set[int] | None = set() if early else None  # ids of the rows inserted so far
+    mine: set[int] = set()  # id() of the rows inserted so far
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
@@ -172,10 +181,9 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
         if isinstance(op, RowsInsert):
             refs = tuple(_references(op.model, inserted))
             shape.append(("i", op.model, refs))
-            params.append(_rows_json(op, refs, mine))
+            params.append(_rows_json(op, refs, mine if early else None))
             inserted.append(op.model)
-            if mine is not None:
-                mine.update(map(id, op.rows))
+            mine.update(map(id, op.rows))
             if _plan(op.model).natural and op.rows[0].pk is None:
                 keyed.append((len(shape) - 1, op))
         else:
@@ -203,7 +211,7 @@ def unit_after_commit(fn: Callable[[], None]) -> None:
 
 
 def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
-          run: Run) -> None:
+          run: Run, dumped: list[Any] | None = None) -> None:
     """Send the unit without waiting; the new ids of its keyed rows are set when it is read."""
     db.ensure_connection()
     db.validate_no_broken_transaction()
@@ -214,7 +222,7 @@ def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInser
 
     with db.wrap_database_errors:
         unit_overlap.unit_send(db.connection, sql, params, f"run {run.pk}'s unit", on_row,
-                               named=not pooled())
+                               named=not pooled(), dumped=dumped)
 
 
 def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
@@ -374,7 +382,6 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
     sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
     wheres = " AND ".join(where_sql(model, n) for n in where)
     return f"{name} AS (UPDATE {table} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
-
 
 
 def _json_value(value: Any) -> Any:
