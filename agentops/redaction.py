@@ -72,6 +72,12 @@ class Secrets:
         return cls(frozenset(t for t in texts if len(t) >= MIN_SECRET_LEN))
 
     def __or__(self, other: Secrets) -> Secrets:
+        # Frozen: an empty side gives back the other one as it is (every tool call joins
+        # its own, its run's and the configured secrets, most of them empty).
+        if not other.values:
+            return self
+        if not self.values:
+            return other
         return Secrets(self.values | other.values)
 
     def __bool__(self) -> bool:

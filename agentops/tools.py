@@ -8,7 +8,6 @@ it (``compensate``) and whether a person must approve it.
 from __future__ import annotations
 
 import datetime
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,19 +56,26 @@ class FoundDifferent:
 
 
 class CancelToken:
-    """Set when the run is cancelled while the tool runs; long tools should check it."""
+    """Set when the run is cancelled while the tool runs; long tools should check it.
+
+    A flag, not a ``threading.Event``: nothing waits on it, a tool polls ``cancelled``, and
+    an attribute store is atomic (the keeper thread sets it while the tool thread reads).
+    Every tool call makes one: an Event costs a Condition and two locks each time.
+    """
+
+    __slots__ = ("_cancelled",)
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._cancelled = False
 
     def cancel(self) -> None:
         """Mark the call cancelled."""
-        self._event.set()
+        self._cancelled = True
 
     @property
     def cancelled(self) -> bool:
         """Return True once the run was cancelled."""
-        return self._event.is_set()
+        return self._cancelled
 
 
 class WaitRequest(BaseException):  # noqa: N818 - control flow, like RunControl

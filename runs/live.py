@@ -120,6 +120,8 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
 
 def live_flush(run_id: Any, *, before_send: Callable[[], None] | None = None) -> None:
     """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
+    if not _pending:  # before every model and tool call: nothing coalesced, nothing to do
+        return
     data = _pending.pop(str(run_id), None)
     if data is not None:
         team_id = data.pop(_TEAM, None)

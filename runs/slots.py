@@ -159,8 +159,11 @@ def db_reacquire() -> None:
     configured by the pool when it was opened (``OPTIONS["pool"]`` passes Django's
     configure callback) and its session named at connect time (runs.apps has nothing to
     do). Anything else (no pool, nothing released, ``atomic()``) goes through Django's
-    ``ensure_connection()``.
+    ``ensure_connection()``. Without a pool nothing was released (``db_release``): the
+    thread's connection stayed, or Django opens one at its next query.
     """
+    if not _state["pooled"]:
+        return
     wrapper = connections[DEFAULT_DB_ALIAS]
     released, _released.wrapper = getattr(_released, "wrapper", None), None
     if wrapper.connection is not None:

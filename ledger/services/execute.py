@@ -47,7 +47,7 @@ class Outcome:
 
 def call_secrets_of(spec: ToolSpec, args: dict[str, Any], known: Secrets = EMPTY) -> Secrets:
     """Return the secrets of one call: its sensitive argument values, ``known`` and configured."""
-    own = Secrets.of(args[k] for k in spec.sensitive if k in args)
+    own = Secrets.of(args[k] for k in spec.sensitive if k in args) if spec.sensitive else EMPTY
     return own | known | configured_secrets()
 
 

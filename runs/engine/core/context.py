@@ -42,7 +42,8 @@ def context_build(state: dict[str, Any], agent: Agent,
 
     ``memo`` (one per session) keeps the messages of recent turns and the lines of recent
     facts between calls: the reducer replaces (never edits) a call's args, result and facts,
-    so an entry made from the very same objects is still right.
+    so an entry made from the very same objects (or equal ones: compared as lists, which
+    takes the same objects as equal at once) is still right.
     """
     system = agent.system_prompt
     if state["recoveries"] or state.get("resumed"):
@@ -56,7 +57,7 @@ def context_build(state: dict[str, Any], agent: Agent,
     for turn in window:
         messages.extend(_turn_messages(turn) if memo is None else _remembered(turn, memo))
     if memo is not None and len(memo) > 4 * KEEP_TURNS + 40:
-        keep: set[Any] = {id(t) for t in window}
+        keep: set[Any] = {id(t) for t in window} | {"facts"}
         keep.update(("fact", call_id) for call_id in list(state["facts"])[-20:])
         for key in [k for k in memo if k not in keep]:
             del memo[key]
@@ -139,8 +140,7 @@ def _progress(state: dict[str, Any], memo: dict[Any, tuple] | None = None) -> st
         lines.append(f"[{mark}] {step['key']}: {step['title']}{note}")
     if state["facts"]:
         lines.append("## Confirmed facts")
-        for call_id, facts in _last(state["facts"], 20):
-            lines.append(_fact_line(call_id, facts, memo))
+        lines.append(_fact_lines(_last(state["facts"], 20), memo))
     kept = state.get("kept_out") or {}
     if kept:
         lines.append(KEPT_OUT_NOTE)
@@ -153,6 +153,18 @@ def _last(items: dict[str, Any], n: int) -> list[tuple[str, Any]]:
     """Return the last ``n`` items of ``items`` in order, without copying the rest (the facts
     of every call of the run, read on every model turn)."""
     return list(islice(reversed(items.items()), n))[::-1]
+
+
+def _fact_lines(items: list[tuple[str, Any]], memo: dict[Any, tuple] | None) -> str:
+    """Return the lines of the last facts; unchanged since the last call (the same or equal
+    facts under the same ids: a line is made from them alone), the lines made then."""
+    entry = memo.get("facts") if memo is not None else None
+    if entry is not None and entry[0] == items:
+        return entry[1]
+    text = "\n".join(_fact_line(call_id, facts, memo) for call_id, facts in items)
+    if memo is not None:
+        memo["facts"] = (items, text)
+    return text
 
 
 def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
@@ -185,14 +197,16 @@ def _current(state: dict[str, Any]) -> str:
 
 
 def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> list[dict[str, Any]]:
-    # The entry holds the very objects it was made from, so ``is`` checks are sound.
-    parts = [x for c in turn["calls"] for x in (c.get("args"), c.get("result"))]
+    # The entry holds the turn itself (so its id is not reused) and a copy of each of its
+    # calls as they were: the messages are made from a call's id, name, args and result
+    # alone, so calls still equal to those copies (the same objects, compared at once, or
+    # equal ones) make the same messages.
     entry = memo.get(id(turn))
     if (entry is not None and entry[0] is turn and entry[1] == turn["text"]
-            and len(entry[2]) == len(parts) and all(a is b for a, b in zip(entry[2], parts))):
+            and entry[2] == turn["calls"]):
         return entry[3]
     messages = _turn_messages(turn)
-    memo[id(turn)] = (turn, turn["text"], parts, messages)
+    memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]], messages)
     return messages
 
 
