@@ -119,16 +119,24 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
 
 
 def live_flush(run_id: Any, *, before_send: Callable[[], None] | None = None) -> None:
-    """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O)."""
-    if not _pending:  # before every model and tool call: nothing coalesced, nothing to do
+    """Send a coalesced change of ``run_id`` now (before the worker waits on slow I/O).
+
+    Called before every model and tool call, outside any transaction (so ``live_publish``
+    would send at once): when no page can hear it (the in-memory layer, no page of this
+    process listening), it is dropped here instead, as ``_send`` would drop it.
+    """
+    if not _pending:  # nothing coalesced, nothing to do
         return
-    data = _pending.pop(str(run_id), None)
+    key = str(run_id)
+    data = _pending.pop(key, None)
     if data is not None:
         team_id = data.pop(_TEAM, None)
-        if before_send is not None and _heard(str(run_id), team_id):
+        heard = _heard(key, team_id)
+        if before_send is not None and heard:
             before_send()
-        _last_sent[str(run_id)] = time.monotonic()
-        live_publish(run_id, "run.changed", data, team_id=team_id)
+        _last_sent[key] = time.monotonic()
+        if heard or team_id is None:  # no team given: live_publish reads it, _send decides
+            live_publish(key, "run.changed", data, team_id=team_id)
 
 
 def _channel_layer() -> Any:
