@@ -6,12 +6,14 @@ replay them (STYLE rule 10).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import random
 import secrets
 import time
 from collections.abc import Callable
 
-_now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc)  # noqa: E731
+# A partial, not a lambda: read a dozen times a step, and one Python frame fewer each time.
+_now: Callable[[], dt.datetime] = functools.partial(dt.datetime.now, dt.timezone.utc)
 _rng = random.Random()
 
 

@@ -293,3 +293,19 @@ def test_off_a_slot_the_keeper_thread_leaves_a_call_past_its_deadline_unrenewed(
             time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "lease-keeper" for t in threading.enumerate())
+
+
+def test_off_a_slot_model_and_tool_calls_in_a_row_share_one_keeper_thread(engine):
+    """In-process ticks hand the keeper thread a call every few milliseconds, each gone
+    before the thread looks: it stays up while they come (a new thread every second made
+    the worker wait for each one to start) and ends only once they stop."""
+    from runs.engine.runtime import leases
+
+    run = _claimed(engine, "short")
+    threads = set()
+    end = time.monotonic() + leases._IDLE_EXIT_S * 2
+    while time.monotonic() < end:
+        with leases.lease_kept(run, "w:1", []):
+            threads.add(leases._KEEPER._thread)
+        time.sleep(0.005)
+    assert len(threads) == 1

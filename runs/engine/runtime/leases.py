@@ -114,6 +114,7 @@ class _Keeper:
         with self._lock:
             key = id(held)
             self._held[key] = held
+            self._idle_since = None  # busy again: the idle time counts from the next quiet
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="lease-keeper",
                                                 daemon=True)
@@ -125,7 +126,7 @@ class _Keeper:
             self._held.pop(key, None)
 
     def _keeping(self) -> bool:
-        """Return False once no call was held for ``_IDLE_EXIT_S``; the next ``add`` starts a
+        """Return False once no call was added for ``_IDLE_EXIT_S``; the next ``add`` starts a
         new keeper. An idle keeper closes its connection at once: it holds no database
         session (a test database could not be dropped under it). It lingers a moment first,
         so a run of short calls (a model turn, then its reads) starts one thread, not one each.
