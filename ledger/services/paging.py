@@ -42,8 +42,10 @@ _PARAMETERS = {
 
 def page_tools(state: dict[str, Any]) -> list[dict[str, Any]]:
     """Return [the next_page tool schema] once a result in the run has a cursor, else []."""
-    paged = any(isinstance(f, dict) and f.get("next_cursor") for f in state["facts"].values())
-    return [next_page_spec(None).schema()] if paged else []
+    for f in state["facts"].values():  # every call's facts, every turn: a plain loop
+        if isinstance(f, dict) and f.get("next_cursor"):
+            return [next_page_spec(None).schema()]
+    return []
 
 
 def next_page_spec(agent: Any) -> ToolSpec:

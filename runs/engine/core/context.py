@@ -54,35 +54,56 @@ def context_build(state: dict[str, Any], agent: Agent,
     if state["summary"]:
         messages.append({"role": "user", "content": f"## Earlier turns (summary)\n{state['summary']}"})
     window = state["turns"][-KEEP_TURNS:]
+    if memo is None:
+        for turn in window:
+            messages.extend(_turn_messages(turn))
+        messages.append({"role": "user", "content": _current(state)})
+        return messages
+    fixed, turn_chars = len(messages), 0
     for turn in window:
-        messages.extend(_turn_messages(turn) if memo is None else _remembered(turn, memo))
-    if memo is not None and len(memo) > 4 * KEEP_TURNS + 40:
-        keep: set[Any] = {id(t) for t in window} | {"facts"}
+        turn_messages, chars = _remembered(turn, memo)
+        messages.extend(turn_messages)
+        turn_chars += chars
+    if len(memo) > 4 * KEEP_TURNS + 40:
+        keep: set[Any] = {id(t) for t in window} | {"facts", "size"}
         keep.update(("fact", call_id) for call_id in list(state["facts"])[-20:])
         for key in [k for k in memo if k not in keep]:
             del memo[key]
     messages.append({"role": "user", "content": _current(state)})
+    # The size context_tokens reads back for this very list: the turns' sizes were counted
+    # when their messages were made.
+    memo["size"] = (messages, len(messages),
+                    turn_chars + _chars(messages[:fixed]) + _chars(messages[-1:]))
     return messages
 
 
-def context_tokens(messages: list[dict[str, Any]]) -> int:
+def context_tokens(messages: list[dict[str, Any]], memo: dict[Any, tuple] | None = None) -> int:
     """Return a cheap estimate of the tokens in ``messages`` (4 characters a token).
 
     Counts the text the model reads (contents, tool names and arguments) plus a little per
     message for the role and framing; no serialising, since this runs before every call.
+    ``memo``: the one ``context_build`` made ``messages`` with (their size is in it).
     """
+    known = memo.get("size") if memo is not None else None
+    if known is not None and known[0] is messages and known[1] == len(messages):
+        return known[2] // 4
+    return _chars(messages) // 4
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
     chars = 0
     for m in messages:
         chars += len(m.get("content") or "") + 24
         for call in m.get("tool_calls") or ():
             fn = call["function"]
             chars += len(fn["name"]) + len(fn["arguments"]) + len(call["id"]) + 48
-    return chars // 4
+    return chars
 
 
-def needs_compaction(messages: list[dict[str, Any]], window: int) -> bool:
+def needs_compaction(messages: list[dict[str, Any]], window: int,
+                     memo: dict[Any, tuple] | None = None) -> bool:
     """Return True when the context is past COMPACT_AT of the model's window."""
-    return context_tokens(messages) > int(window * COMPACT_AT)
+    return context_tokens(messages, memo) > int(window * COMPACT_AT)
 
 
 def compaction_summary(state: dict[str, Any], keep: int) -> tuple[int, str]:
@@ -196,7 +217,9 @@ def _current(state: dict[str, Any]) -> str:
     return text
 
 
-def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> list[dict[str, Any]]:
+def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> tuple[list[dict[str, Any]], int]:
+    """Return the messages of ``turn`` and their size (``_chars``), made again only when
+    it changed."""
     # The entry holds the turn itself (so its id is not reused) and a copy of each of its
     # calls as they were: the messages are made from a call's id, name, args and result
     # alone, so calls still equal to those copies (the same objects, compared at once, or
@@ -204,10 +227,11 @@ def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> list[dict[str, 
     entry = memo.get(id(turn))
     if (entry is not None and entry[0] is turn and entry[1] == turn["text"]
             and entry[2] == turn["calls"]):
-        return entry[3]
+        return entry[3], entry[4]
     messages = _turn_messages(turn)
-    memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]], messages)
-    return messages
+    chars = _chars(messages)
+    memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]], messages, chars)
+    return messages, chars
 
 
 def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:

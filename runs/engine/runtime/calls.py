@@ -136,8 +136,8 @@ def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     names = tuple(k for k, v in args.items() if k in spec.sensitive
                   or (known and known.found_in(json.dumps(v, ensure_ascii=False))))
     sensitive = {k: args[k] for k in names}
-    # Known from now on: this unit's events (the reply, results) are scrubbed of it too.
-    session.secrets = session.secrets | Secrets.of(sensitive.values())
+    if sensitive:  # known from now on: this unit's events (reply, results) are scrubbed of it
+        session.secrets = session.secrets | Secrets.of(sensitive.values())
     return row_new(
         ToolCall,
         tool_call_id=p.call_id, provider_call_id=p.provider_id[:200], run_id=session.run.pk,

@@ -151,7 +151,7 @@ def _messages(session: RunSession) -> list[dict[str, Any]]:
     # Fold old turns into the summary when the context nears the window, and also when the
     # state holds turns the context no longer shows: the state stays bounded, so snapshots
     # and loads cost the same at turn 10 and turn 10,000.
-    too_big = ctx.needs_compaction(messages, window) and len(s["turns"]) > 2
+    too_big = ctx.needs_compaction(messages, window, session.context_memo) and len(s["turns"]) > 2
     if too_big or len(s["turns"]) > 2 * ctx.KEEP_TURNS:
         keep = 2 if too_big else ctx.KEEP_TURNS
         upto, summary = ctx.compaction_summary(s, keep=keep)
