@@ -262,8 +262,8 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
 def _kept_start(run: Run, owner: str, tokens: Sequence[CancelToken], *, process: bool,
                 every_s: float | None, within_s: float | None) -> int:
     """Hand the call to the keeper process or thread; return its key for ``_kept_end``."""
-    interval = every_s if every_s is not None else settings.AGENTOPS_LEASE_TTL_S / 3
     grace = settings.AGENTOPS_LEASE_TTL_S / 3
+    interval = every_s if every_s is not None else grace
     if process:
         key = keeper_watch(run.pk, tokens) if tokens else 0
         if within_s is not None:
