@@ -41,6 +41,11 @@ def event_cause(cause: str) -> Iterator[str]:
         _current.reset(token)
 
 
+def cause_open() -> str:
+    """Return the cause an ``event_cause`` block holds open here ("" outside one)."""
+    return _current.get()
+
+
 def causes_for(n: int, first_seq: int, given: list[str]) -> list[str]:
     """Return the causes of ``n`` events numbered from ``first_seq`` (``given`` may set some).
 

@@ -77,10 +77,50 @@ def test_claim_and_a_lease_holders_transition_cost_few_round_trips(run):
         move_trips, _ = trips.take()
     finally:
         trips.stop()
-    # BEGIN + UPDATE ... RETURNING, the secrets read, SAVEPOINT, the unit, RELEASE, COMMIT
-    # (with a SELECT after a plain UPDATE, and a transaction around the move, it was 7 and 5).
-    assert claim_trips == 6
+    # One WITH statement: the lease, its event, the row back (runs.engine.runtime.claim_sql);
+    # it was BEGIN + UPDATE ... RETURNING, the secrets read, SAVEPOINT, the unit, RELEASE,
+    # COMMIT (6), and 7 with a SELECT after a plain UPDATE.
+    assert claim_trips == 1
     assert move_trips == 1
     fresh = Run.objects.get(pk=run.pk)
     assert fresh.status == RunStatus.SUCCEEDED and fresh.lease_owner == ""
     assert Event.objects.filter(run=run, type="run.status").count() == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_in_one_statement_writes_the_event_the_general_path_writes(run):
+    """The one-statement claim leaves the run and its ``run.status`` event as the general
+    path does: next seq and version, its cause the event before it, the run's month."""
+    from runs.models.event import event_month
+
+    before = Run.objects.get(pk=run.pk)
+    claimed = run_claim(run_id=run.pk, owner="w1", ttl_s=30)
+    fresh = Run.objects.get(pk=run.pk)
+    assert (claimed.version, claimed.last_seq) == (fresh.version, fresh.last_seq) == (
+        before.version + 1, before.last_seq + 1)
+    assert fresh.status == RunStatus.RUNNING and fresh.lease_owner == "w1"
+    assert fresh.started_at is not None and fresh.lease_expires_at > fresh.updated_at
+    event = Event.objects.get(run=run, seq=fresh.last_seq)
+    assert (event.type, event.data) == ("run.status", {"from": "queued", "to": "running",
+                                                       "owner": "w1"})
+    assert event.caused_by == f"seq:{before.last_seq}"
+    assert event.run_month == event_month(fresh)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_run_with_sealed_arguments_is_claimed_with_its_secrets_read_first(run):
+    """A run whose calls sealed a secret takes the general claim: the claim event is
+    scrubbed with the run's own secrets (a worker named after one shows it redacted)."""
+    from ledger.models import ToolCall
+    from ledger.sealed import seal
+
+    ToolCall.objects.create(tool_call_id="tc_sealed", run=run, step_key="s", turn=1,
+                            tool="login", args_hash="h", idempotency_key="k",
+                            sealed_args=seal({"token": "hunter22"}))
+    claimed = run_claim(run_id=run.pk, owner="w-hunter22", ttl_s=30)
+    assert "hunter22" in claimed._claim_secrets.values
+    event = Event.objects.get(run=run, seq=claimed.last_seq)
+    assert "hunter22" not in event.data["owner"]
+    assert Run.objects.get(pk=run.pk).lease_owner == "w-hunter22"

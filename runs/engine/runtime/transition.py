@@ -16,8 +16,11 @@ from agentops import clock
 from agentops.redaction import Secrets
 from approvals.notify.outbox import stuck_writer
 from ledger.secrets import run_secrets
+from runs.engine.runtime.claim_sql import claim_one_statement
 from runs.engine.runtime.events import NewEvent, _append
+from runs.engine.runtime.unit_sql import unit_settled
 from runs.errors import IllegalTransition, RunNotFound
+from runs.live import live_run_changed
 from runs.models import Run
 from runs.pooler import owner_session_hold
 from runs.statuses import ATTENTION, TERMINAL, RunStatus, run_can_move
@@ -85,8 +88,16 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
     owner_session_hold()
     connection.ensure_connection()
     now = clock.now()
+    expires = now + dt.timedelta(seconds=ttl_s)
+    if connection.vendor == "postgresql":
+        one = claim_one_statement(run_id=run_id, owner=owner, now=now, expires=expires)
+        if one is not None:
+            run, run._claim_secrets = one  # type: ignore[attr-defined]  # see claim_secrets
+            live_run_changed(run.pk, status=RunStatus.RUNNING, lease_holder=True,
+                             team_id=run.team_id, before_send=unit_settled)
+            return run
     with transaction.atomic():
-        run = _claimed(run_id, owner, now + dt.timedelta(seconds=ttl_s))
+        run = _claimed(run_id, owner, expires)
         if run is None:
             return None
         event = NewEvent(
