@@ -27,6 +27,15 @@ def limits_load(*, team_id: int) -> dict[str, ToolLimit]:
     return {t.tool: t for t in ToolLimit.objects.filter(team_id=team_id)}
 
 
+def limits_from_json(rows: list[dict[str, Any]]) -> dict[str, ToolLimit]:
+    """Return ``limits_load``'s answer from the team's rows as PostgreSQL's ``row_to_json``
+    writes them (read with another statement: runs.engine.runtime.claim_sql)."""
+    fields = ToolLimit._meta.concrete_fields
+    made = (ToolLimit.from_db("default", [f.attname for f in fields],
+                              [f.to_python(row[f.column]) for f in fields]) for row in rows)
+    return {t.tool: t for t in made}
+
+
 def breaker_closes_at(limit: ToolLimit | None) -> dt.datetime | None:
     """Return when an open breaker lets a call through again (None when it is not open)."""
     if limit is None or limit.breaker_opened_at is None:

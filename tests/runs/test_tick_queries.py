@@ -1,6 +1,7 @@
 """The statements a tick sends for what it reads once: the run's secrets (its sealed tool
 arguments) are read at the claim, by one statement on the tool-call table alone, and
-reused by the session the tick opens."""
+reused by the session the tick opens. (On PostgreSQL a run with no sealed call is claimed by
+one statement that reads none: runs.engine.runtime.claim_sql; these runs have one.)"""
 from __future__ import annotations
 
 import pytest
@@ -22,17 +23,28 @@ def _secret_reads(seen: CaptureQueriesContext) -> list[str]:
                                    '"ledger_toolcall"."sealed_args"')]
 
 
-def test_a_tick_reads_the_runs_secrets_once(engine):
+def _sealed_run(engine):
+    """A queued run with a settled call whose arguments were sealed (a secret to scrub)."""
+    from ledger.models import ToolCall
+    from ledger.sealed import seal
+
     engine.make_agent("once", {"s": [engine.say("ok")]}, plan=["s"])
-    run_id = run_start(agent="once", goal="g").pk
+    run = run_start(agent="once", goal="g")
+    ToolCall.objects.create(tool_call_id="tc_sealed", run=run, step_key="s", turn=1,
+                            tool="login", args_hash="h", idempotency_key="k",
+                            status="succeeded", sealed_args=seal({"token": "hunter22"}))
+    return run.pk
+
+
+def test_a_tick_reads_the_runs_secrets_once(engine):
+    run_id = _sealed_run(engine)
     with CaptureQueriesContext(connection) as seen:
         assert run_tick(run_id, worker="w:1") == "succeeded"
     assert len(_secret_reads(seen)) == 1
 
 
 def test_the_secrets_read_joins_no_other_table(engine):
-    engine.make_agent("once", {"s": [engine.say("ok")]}, plan=["s"])
-    run_id = run_start(agent="once", goal="g").pk
+    run_id = _sealed_run(engine)
     with CaptureQueriesContext(connection) as seen:
         run_tick(run_id, worker="w:1")
     assert _secret_reads(seen) and all("JOIN" not in sql for sql in _secret_reads(seen))

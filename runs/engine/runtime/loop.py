@@ -18,7 +18,6 @@ from django.conf import settings
 from agentops import clock
 from agentops.agents import registry
 from agentops.observability.logging import run_log_context
-from ledger.services.limits import limits_load
 from runs.engine.runtime import telemetry, trace_spans
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.exceptions import run_exceptions_at_end
@@ -29,7 +28,7 @@ from runs.engine.runtime.parking import late_results_record
 from runs.engine.runtime.queue import run_others_queued
 from runs.engine.runtime.selfcheck import session_checked
 from runs.engine.runtime.session import RunSession
-from runs.engine.runtime.snapshots import load_state
+from runs.engine.runtime.claim_sql import claimed_limits, claimed_state
 from runs.engine.runtime.tick_failure import tick_failed
 from runs.engine.runtime.tool_phase import tool_phase
 from runs.engine.runtime.transition import claim_secrets, run_claim, run_urgent_waiting
@@ -148,7 +147,7 @@ def _lately(question: str, ask: Callable[[], bool]) -> bool:
 def session_open(run: Run, worker: str) -> RunSession | None:
     """Return a session on the claimed run, or None after blocking it (version, schema)."""
     try:
-        state = load_state(run)
+        state = claimed_state(run)
     except UnknownSchemaVersion as exc:
         block_unopened(run, "version_mismatch", exc.message)
         return None
@@ -159,7 +158,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
         if migrated is not None:
             agent, state = migrated
             return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                              tool_limits=limits_load(team_id=run.team_id),
+                                              tool_limits=claimed_limits(run),
                                               last_snapshot_size=0,
                                               secrets=claim_secrets(run)),
                                    migrated=True)
@@ -177,7 +176,7 @@ def session_open(run: Run, worker: str) -> RunSession | None:
                         state=state)
         return None
     return session_checked(RunSession(run=run, state=state, agent=agent, worker=worker,
-                                      tool_limits=limits_load(team_id=run.team_id),
+                                      tool_limits=claimed_limits(run),
                                       last_snapshot_size=0,
                                               secrets=claim_secrets(run)))
 

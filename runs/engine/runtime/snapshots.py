@@ -77,14 +77,17 @@ def load_state(run: Any, *, upto_seq: int | None = None) -> dict[str, Any]:
     if upto_seq is not None:
         snaps = snaps.filter(seq__lte=upto_seq)
     snap = snaps.order_by("-seq").values("seq", "state", "schema_version").first()
-    if snap is None:
-        base, after = reducer.empty_state(), 0
-    else:
-        base = migrate_state(snap["state"], snap["schema_version"])
-        after = snap["seq"]
-    tail = event_tail(run, after)
+    tail = event_tail(run, snap["seq"] if snap else 0)
     if upto_seq is not None:
         tail = [e for e in tail if e["seq"] <= upto_seq]
+    return state_build(snap, tail)
+
+
+def state_build(snap: dict[str, Any] | None, tail: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return a state from a snapshot (``seq``, ``state``, ``schema_version``; None: the run
+    has none) and the events after it, in order."""
+    base = (reducer.empty_state() if snap is None
+            else migrate_state(snap["state"], snap["schema_version"]))
     for event in tail:
         reducer.apply(base, event)
     return base

@@ -1,0 +1,62 @@
+"""The one-statement claim on PostgreSQL (runs.engine.runtime.claim_sql): the lease, its event
+and what the tick loads next (state, tool limits) in one round trip, the same as read apart."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from agentops import clock
+from ledger.models import ToolLimit
+from ledger.services.limits import limits_load
+from runs.engine.runtime.claim_sql import claimed_limits, claimed_state
+from runs.engine.runtime.snapshots import load_state, snapshot_build
+from runs.engine.runtime.transition import run_claim
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def _snapshot_and_limit(run) -> None:
+    """A snapshot of the queued run and an open breaker of its team."""
+    snapshot_build(run_id=run.pk, state=load_state(run), phase="rest",
+                   agent_version=run.agent_version).save()
+    ToolLimit.objects.create(team_id=run.team_id, tool="flaky", breaker_failures=5,
+                             breaker_opened_at=clock.now() - dt.timedelta(seconds=3))
+
+
+def test_a_claim_and_what_the_tick_loads_cost_one_round_trip(run):
+    from django.db import connection
+
+    from bench._common import RoundTrips
+
+    _snapshot_and_limit(run)
+    connection.ensure_connection()
+    trips = RoundTrips().start()
+    try:
+        claimed = run_claim(run_id=run.pk, owner="w1", ttl_s=30)
+        state, limits = claimed_state(claimed), claimed_limits(claimed)
+        n, _ = trips.take()
+    finally:
+        trips.stop()
+    assert n == 1  # it was 9: the claim's 6, the snapshot, the events after it, the limits
+    assert state["seq"] == claimed.last_seq and state["status"] == "running"
+    assert list(limits) == ["flaky"]
+
+
+def test_the_claims_reads_equal_the_general_reads(run):
+    _snapshot_and_limit(run)
+    claimed = run_claim(run_id=run.pk, owner="w1", ttl_s=30)
+    assert claimed_state(claimed) == load_state(claimed)
+    got, read = claimed_limits(claimed)["flaky"], limits_load(team_id=run.team_id)["flaky"]
+    fields = [f.attname for f in ToolLimit._meta.concrete_fields]
+    assert [getattr(got, f) for f in fields] == [getattr(read, f) for f in fields]
+    assert got.breaker_opened_at == read.breaker_opened_at and got.pk == read.pk
+
+
+def test_what_the_claim_read_serves_once(run):
+    """A second open of the same Run object (a retry after a failure) reads again."""
+    claimed = run_claim(run_id=run.pk, owner="w1", ttl_s=30)
+    claimed_state(claimed), claimed_limits(claimed)
+    ToolLimit.objects.create(team_id=run.team_id, tool="later")
+    assert "later" in claimed_limits(claimed)
+    assert claimed_state(claimed) == load_state(claimed)
