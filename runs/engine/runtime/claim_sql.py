@@ -9,7 +9,7 @@ data-modifying ``WITH`` statement, which PostgreSQL runs as one transaction:
                last_seq = last_seq + 1 WHERE id = %s AND status = 'queued'
                AND NOT EXISTS (a sealed call of the run) RETURNING *),
          e AS (INSERT INTO runs_event (...) SELECT r.id, r.last_seq, ... FROM r)
-    SELECT r.*, <its latest snapshot>, <the events after it> FROM r
+    SELECT r.<columns>, <its latest snapshot>, <the events after it> FROM r
 
 The conditional UPDATE is still the claim (of two workers only one matches status=queued),
 and the event commits with it or not at all. The event is scrubbed before it is sent, so
@@ -29,6 +29,7 @@ import json
 from functools import cache
 from typing import Any
 
+import psycopg
 from django.db import connection
 
 from agentops import causes
@@ -40,6 +41,7 @@ from runs.event_types import EventType
 from runs.engine.runtime.snapshots import load_state, state_build
 from runs.models import Event, Run, Snapshot
 from runs.models.event import CURRENT_EVENT_SCHEMA
+from runs.pooler import pooled
 from runs.statuses import RunStatus
 
 
@@ -55,19 +57,38 @@ def claim_one_statement(*, run_id: Any, owner: str, now: dt.datetime,
         "from": RunStatus.QUEUED, "to": RunStatus.RUNNING, "owner": owner})], secrets)[0]
     # Its cause as causes_for gives it: the open one, else the run's event before it.
     opened = causes.cause_open()[:causes.MAX_LENGTH]
-    claimed = list(Run.objects.raw(_sql(), [
-        RunStatus.RUNNING, owner, expires, now, now, run_id, RunStatus.QUEUED, run_id,
-        event.type, event.data_json, event.actor, opened, opened, now]))
-    if not claimed:
+    row = _execute([RunStatus.RUNNING, owner, expires, now, now, run_id, RunStatus.QUEUED,
+                    run_id, event.type, event.data_json, event.actor, opened, opened, now])
+    if row is None:
         return None
-    run = claimed[0]
-    snap, tail = run.__dict__.pop("claim_snapshot"), run.__dict__.pop("claim_tail")
+    fields = Run._meta.concrete_fields
+    run = Run.from_db(connection.alias, [f.attname for f in fields],
+                      [_from_db(f, v) for f, v in zip(fields, row)])
+    snap, tail, limits = row[len(fields):]
     # The statement's own reads do not see its insert: the claim event ends the tail.
     tail = [{"seq": seq, "type": type_, "data": data} for seq, type_, data in json.loads(tail)]
     tail.append({"seq": run.last_seq, "type": event.type, "data": event.data})
     run.__dict__["_claim_read"] = (json.loads(snap) if snap else None, tail)
-    run.__dict__["_claim_limits"] = limits_from_json(json.loads(run.__dict__.pop("claim_limits")))
+    run.__dict__["_claim_limits"] = limits_from_json(json.loads(limits))
     return run, secrets
+
+
+def _execute(params: list[Any]) -> tuple | None:
+    """Run the claim as a server-side prepared statement (as runs.engine.runtime.unit_sql
+    does: planning this statement costs more than running it); return its row, or None."""
+    connection.ensure_connection()
+    raw, prepare = connection.connection, not pooled()
+    if prepare and raw.prepare_threshold is None:
+        raw.prepare_threshold = 2**31  # only statements that ask are prepared (unit_sql)
+    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+        cursor.execute(_sql(), params, prepare=prepare)
+        return cursor.fetchone()
+
+
+def _from_db(field: Any, value: Any) -> Any:
+    """Return a column's value as the ORM gives it (JSON arrives as text: decode it)."""
+    return field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") \
+        else value
 
 
 def claimed_state(run: Run) -> dict[str, Any]:
@@ -104,7 +125,8 @@ def _sql() -> str:
         f"schema_version, actor, caused_by, at, run_month) "
         f"SELECT r.id, r.last_seq, %s, %s::jsonb, '', NULL, NULL, {CURRENT_EVENT_SCHEMA}, "
         f"%s, {cause}, %s, {month} FROM r) "
-        f"SELECT r.*, s.doc AS claim_snapshot, (SELECT coalesce(json_agg(json_build_array("
+        f"SELECT {', '.join('r.' + q(f.column) for f in Run._meta.concrete_fields)}, "
+        f"s.doc AS claim_snapshot, (SELECT coalesce(json_agg(json_build_array("
         f"v.seq, v.type, v.data) ORDER BY v.seq), '[]')::text FROM {q(event)} v "
         f"WHERE v.run_id = r.id AND v.run_month = {month} AND v.seq > coalesce(s.seq, 0)) "
         f"AS claim_tail, (SELECT coalesce(json_agg(t), '[]')::text FROM {q(limit)} t "
