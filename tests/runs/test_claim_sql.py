@@ -60,3 +60,18 @@ def test_what_the_claim_read_serves_once(run):
     ToolLimit.objects.create(team_id=run.team_id, tool="later")
     assert "later" in claimed_limits(claimed)
     assert claimed_state(claimed) == load_state(claimed)
+
+
+def test_a_runs_unknown_calls_are_still_found_at_its_end(run):
+    """The prepared read at a run's end finds every call left unknown or running, in order."""
+    from ledger.models import ToolCall
+    from runs.engine.runtime.exceptions import unknown_calls
+
+    for i, status in enumerate(["unknown", "succeeded", "running"]):
+        ToolCall.objects.create(tool_call_id=f"tc_{i}", run=run, step_key="s", turn=1,
+                                index=i, tool="pay", args_hash="h", idempotency_key=f"k{i}",
+                                status=status, error="timed out" if i == 0 else "")
+    found = unknown_calls(run.pk)
+    assert [(c["tool_call_id"], c["why"]) for c in found] == [
+        ("tc_0", "timed out"), ("tc_2", "its outcome was never confirmed")]
+    assert found[0]["when"] == ToolCall.objects.get(tool_call_id="tc_0").updated_at.isoformat()

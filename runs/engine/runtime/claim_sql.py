@@ -29,7 +29,6 @@ import json
 from functools import cache
 from typing import Any
 
-import psycopg
 from django.db import connection
 
 from agentops import causes
@@ -37,11 +36,11 @@ from agentops.redaction import Secrets, configured_secrets
 from ledger.models import ToolCall, ToolLimit
 from ledger.services.limits import limits_from_json, limits_load
 from runs.engine.runtime.events import NewEvent, events_scrubbed
+from runs.engine.runtime.prepared import prepared_rows
 from runs.event_types import EventType
 from runs.engine.runtime.snapshots import load_state, state_build
 from runs.models import Event, Run, Snapshot
 from runs.models.event import CURRENT_EVENT_SCHEMA
-from runs.pooler import pooled
 from runs.statuses import RunStatus
 
 
@@ -57,10 +56,12 @@ def claim_one_statement(*, run_id: Any, owner: str, now: dt.datetime,
         "from": RunStatus.QUEUED, "to": RunStatus.RUNNING, "owner": owner})], secrets)[0]
     # Its cause as causes_for gives it: the open one, else the run's event before it.
     opened = causes.cause_open()[:causes.MAX_LENGTH]
-    row = _execute([RunStatus.RUNNING, owner, expires, now, now, run_id, RunStatus.QUEUED,
-                    run_id, event.type, event.data_json, event.actor, opened, opened, now])
-    if row is None:
+    rows = prepared_rows(_sql(), [RunStatus.RUNNING, owner, expires, now, now, run_id,
+                                  RunStatus.QUEUED, run_id, event.type, event.data_json,
+                                  event.actor, opened, opened, now])
+    if not rows:
         return None
+    row = rows[0]
     fields = Run._meta.concrete_fields
     run = Run.from_db(connection.alias, [f.attname for f in fields],
                       [_from_db(f, v) for f, v in zip(fields, row)])
@@ -71,18 +72,6 @@ def claim_one_statement(*, run_id: Any, owner: str, now: dt.datetime,
     run.__dict__["_claim_read"] = (json.loads(snap) if snap else None, tail)
     run.__dict__["_claim_limits"] = limits_from_json(json.loads(limits))
     return run, secrets
-
-
-def _execute(params: list[Any]) -> tuple | None:
-    """Run the claim as a server-side prepared statement (as runs.engine.runtime.unit_sql
-    does: planning this statement costs more than running it); return its row, or None."""
-    connection.ensure_connection()
-    raw, prepare = connection.connection, not pooled()
-    if prepare and raw.prepare_threshold is None:
-        raw.prepare_threshold = 2**31  # only statements that ask are prepared (unit_sql)
-    with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-        cursor.execute(_sql(), params, prepare=prepare)
-        return cursor.fetchone()
 
 
 def _from_db(field: Any, value: Any) -> Any:

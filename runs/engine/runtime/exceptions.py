@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+
 from ledger.models import ToolCall
 from runs.engine.core.outcome_state import refusals_open
 from ledger.statuses import ToolCallStatus
+from runs.engine.runtime.prepared import prepared_rows
 from runs.models.event import run_events
 
 _WHAT = {
@@ -64,14 +67,22 @@ def unknown_calls(run_id: Any) -> list[dict[str, Any]]:
     """Return an exception item per call of the run whose outcome is still unknown."""
     # Ordered by turn and index alone: the model's default order starts with the run's own
     # (its updated_at), one value here, and would join the run table at every run's end.
-    rows = (ToolCall.objects.filter(run_id=run_id, status__in=[ToolCallStatus.UNKNOWN,
-                                                                ToolCallStatus.RUNNING])
-            .order_by("turn", "index")
-            .values_list("tool", "tool_call_id", "step_key", "updated_at", "error"))
+    if connection.vendor == "postgresql":  # once per run's end: prepared (runs.engine.runtime.prepared)
+        rows: Any = prepared_rows(_UNKNOWN_SQL, [run_id])
+    else:
+        rows = (ToolCall.objects.filter(run_id=run_id, status__in=_NOT_SETTLED)
+                .order_by("turn", "index")
+                .values_list("tool", "tool_call_id", "step_key", "updated_at", "error"))
     return [{"kind": "unknown_call", "tool": tool, "tool_call_id": call_id, "step": step,
              "by": "", "when": updated_at.isoformat(),
              "why": error or "its outcome was never confirmed"}
             for tool, call_id, step, updated_at, error in rows]
+
+
+_NOT_SETTLED = (ToolCallStatus.UNKNOWN, ToolCallStatus.RUNNING)
+_UNKNOWN_SQL = (f"SELECT tool, tool_call_id, step_key, updated_at, error FROM "
+                f"{ToolCall._meta.db_table} WHERE run_id = %s AND status IN "
+                f"({', '.join(repr(str(s)) for s in _NOT_SETTLED)}) ORDER BY turn, \"index\"")
 
 
 def run_exceptions_at_end(run_id: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
