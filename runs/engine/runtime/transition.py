@@ -18,7 +18,7 @@ from approvals.notify.outbox import stuck_writer
 from ledger.secrets import run_secrets
 from runs.engine.runtime.claim_sql import claim_one_statement
 from runs.engine.runtime.events import NewEvent, _append
-from runs.engine.runtime.unit_sql import unit_settled
+from runs.engine.runtime import unit_sql
 from runs.errors import IllegalTransition, RunNotFound
 from runs.live import live_run_changed
 from runs.models import Run
@@ -89,12 +89,12 @@ def run_claim(*, run_id: Any, owner: str, ttl_s: float) -> Run | None:
     connection.ensure_connection()
     now = clock.now()
     expires = now + dt.timedelta(seconds=ttl_s)
-    if connection.vendor == "postgresql":
+    if unit_sql.enabled():  # PostgreSQL, AGENTOPS_UNIT_SQL on
         one = claim_one_statement(run_id=run_id, owner=owner, now=now, expires=expires)
         if one is not None:
             run, run._claim_secrets = one  # type: ignore[attr-defined]  # see claim_secrets
             live_run_changed(run.pk, status=RunStatus.RUNNING, lease_holder=True,
-                             team_id=run.team_id, before_send=unit_settled)
+                             team_id=run.team_id, before_send=unit_sql.unit_settled)
             return run
     with transaction.atomic():
         run = _claimed(run_id, owner, expires)
