@@ -75,3 +75,29 @@ def test_a_runs_unknown_calls_are_still_found_at_its_end(run):
     assert [(c["tool_call_id"], c["why"]) for c in found] == [
         ("tc_0", "timed out"), ("tc_2", "its outcome was never confirmed")]
     assert found[0]["when"] == ToolCall.objects.get(tool_call_id="tc_0").updated_at.isoformat()
+
+
+def test_a_ticks_own_round_trips_outside_its_units_are_its_claim(engine, monkeypatch):
+    """A tick of a no-op run: claim, load, secrets and limits outside its units are one
+    round trip (it was 9: the claim's 6, the snapshot, the events after it, the limits)."""
+    from bench._common import RoundTrips
+    from runs.engine.runtime import loop
+    from runs.services import run_start
+
+    engine.make_agent("once", {"s": [engine.say("ok")]}, plan=["s"])
+    run_id = run_start(agent="once", goal="g").pk
+    trips, outside, real = RoundTrips(), [], loop.unit
+
+    def unit(session):
+        outside.append(trips.take()[0])
+        real(session)
+        trips.take()
+
+    monkeypatch.setattr(loop, "unit", unit)
+    trips.start()
+    try:
+        assert loop.run_tick(run_id, worker="w:1") == "succeeded"
+        outside.append(trips.take()[0])
+    finally:
+        trips.stop()
+    assert sum(outside) == 1
