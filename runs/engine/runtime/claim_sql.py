@@ -119,6 +119,7 @@ def _sql() -> str:
         f"v.seq, v.type, v.data) ORDER BY v.seq), '[]')::text FROM {q(event)} v "
         f"WHERE v.run_id = r.id AND v.run_month = {month} AND v.seq > coalesce(s.seq, 0)) "
         f"AS claim_tail, (SELECT coalesce(json_agg(t), '[]')::text FROM {q(limit)} t "
-        f"WHERE t.team_id = r.team_id) AS claim_limits FROM r LEFT JOIN LATERAL (SELECT seq, json_build_object('seq', seq, "
-        f"'state', state, 'schema_version', schema_version)::text AS doc FROM {q(snap)} "
+        f"WHERE t.team_id = r.team_id) AS claim_limits FROM r LEFT JOIN LATERAL (SELECT seq, "
+        f"json_build_object('seq', seq, 'state', state, 'schema_version', schema_version)::text "
+        f"AS doc FROM {q(snap)} "
         f"WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) s ON true")

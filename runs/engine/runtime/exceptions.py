@@ -67,7 +67,7 @@ def unknown_calls(run_id: Any) -> list[dict[str, Any]]:
     """Return an exception item per call of the run whose outcome is still unknown."""
     # Ordered by turn and index alone: the model's default order starts with the run's own
     # (its updated_at), one value here, and would join the run table at every run's end.
-    if connection.vendor == "postgresql":  # once per run's end: prepared (runs.engine.runtime.prepared)
+    if connection.vendor == "postgresql":  # at every run's end: prepared (runtime.prepared)
         rows: Any = prepared_rows(_UNKNOWN_SQL, [run_id])
     else:
         rows = (ToolCall.objects.filter(run_id=run_id, status__in=_NOT_SETTLED)
