@@ -5,13 +5,20 @@ as 5, and ninja's Schema reads any non-object (an array, a number, a string) as 
 whose fields are all missing, so a body of ``[]`` passed as ``{}`` on endpoints whose fields
 are optional. Here numbers must be numbers, booleans booleans, text text, and objects objects.
 Fields whose JSON form is text (UUIDs, datetimes) opt out with ``Field(strict=False)``.
+
+``Instant``: a time read from a request (body or query) that exists in UTC. Python reads
+``0001-01-01T00:00:00+01:00`` (a year 0 in UTC), which no database column can hold: refused
+with a message instead of failing when the query is built.
 """
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
+from typing import Annotated, Any
 
+from django.utils import timezone
 from ninja import Schema
-from pydantic import ConfigDict, ModelWrapValidatorHandler, ValidationInfo, model_validator
+from pydantic import (AfterValidator, ConfigDict, ModelWrapValidatorHandler, ValidationInfo,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 
@@ -38,3 +45,17 @@ def _json_kind(value: Any) -> str:
     kinds = {list: "an array", str: "a string", bool: "a boolean", int: "a number",
              float: "a number", type(None): "null"}
     return kinds.get(type(value), type(value).__name__)
+
+
+def _in_utc(value: dt.datetime) -> dt.datetime:
+    """Return ``value`` when it has a UTC time (a naive one is read in the default zone)."""
+    try:
+        aware = value if value.tzinfo else timezone.make_aware(value)
+        aware.astimezone(dt.timezone.utc)
+    except (OverflowError, ValueError):
+        raise PydanticCustomError(
+            "datetime_range", "must lie between 0001-01-01 and 9999-12-31 in UTC") from None
+    return value
+
+
+Instant = Annotated[dt.datetime, AfterValidator(_in_utc)]

@@ -1,7 +1,6 @@
 """The audit export endpoint: the trail as JSON lines or CSV, oldest first, by cursor."""
 from __future__ import annotations
 
-import datetime as dt
 from typing import Literal
 
 from django.http import HttpRequest, StreamingHttpResponse
@@ -9,6 +8,7 @@ from ninja import Query, Router
 
 from agentops import api_auth
 from agentops.errors import InvalidInput
+from agentops.strict import Instant
 from approvals import roles
 from approvals.audit_export import ExportQuery, audit_export_page, csv_lines, jsonl_lines
 from runs.models import Team
@@ -32,7 +32,7 @@ class BadExportQuery(InvalidInput):
                 "content": {"application/x-ndjson": {}, "text/csv": {}}}}})
 def export(request: HttpRequest, format: Literal["jsonl", "csv"] = "jsonl",
            after: int = Query(0, ge=0, le=2**62), limit: int = Query(1000, ge=1, le=10000),
-           since: dt.datetime | None = None, until: dt.datetime | None = None,
+           since: Instant | None = None, until: Instant | None = None,
            action: str = Query("", max_length=60), team: str = Query("", max_length=100)):
     """Stream audit rows after the cursor ``after``, oldest first, at most ``limit``.
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from agentops.strict import StrictIn
+from agentops.strict import Instant, StrictIn
 from approvals.statuses import ApprovalStatus
 from approvals.votes import votes_counted
 
@@ -87,7 +87,7 @@ class ApiKeyIn(StrictIn):
     team: str = Field(min_length=1, max_length=100, description="the team's slug")
     role: Literal["viewers", "operators", "support", "admins"] = Field(
         description="never above the role you hold in that team")
-    expires_at: dt.datetime | None = Field(None, strict=False,
+    expires_at: Instant | None = Field(None, strict=False,
                                             description="with a time zone; empty: never expires")
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Union
 from ninja import Field, Schema
 from pydantic import ConfigDict, Strict, create_model
 
-from agentops.strict import StrictIn
+from agentops.strict import Instant, StrictIn
 from approvals.actions import BULK_ACTIONS, RUN_ACTIONS
 from approvals.recommend.precedent import Precedent, precedent_read
 from approvals.recommend.same_failure import SameFailure, same_failure
@@ -176,8 +176,8 @@ class RunFiltersIn(Schema):
     team: str = Field("", max_length=50, description="only runs of this team (its slug)")
     reason: BlockReason | None = None
     text: str = Field("", max_length=200, description="goal contains, or an exact run id")
-    created_after: dt.datetime | None = None
-    created_before: dt.datetime | None = None
+    created_after: Instant | None = None
+    created_before: Instant | None = None
 
 
 class StepOut(Schema):

@@ -55,3 +55,20 @@ def test_action_params_are_strict_too(admin):
                                {"action": "raise_budget", "reason": "r",
                                 "params": {"tokens": True}})
     assert_error(response, 422)
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+@pytest.mark.parametrize("query", ["/api/runs?created_after=", "/api/runs?created_before=",
+                                   "/api/audit/export?since=", "/api/audit/export?until="])
+def test_a_time_with_no_utc_equivalent_is_refused_with_the_range(admin, query, when):
+    """A year 0 or 10000 once in UTC (found by the fuzzer: a 500 before) says what is allowed."""
+    error = assert_error(admin.get(query + when.replace("+", "%2B")), 422, "validation_error")
+    assert "between 0001-01-01 and 9999-12-31 in UTC" in str(error["details"])
+
+
+def test_a_key_expiring_at_a_time_with_no_utc_equivalent_is_refused(admin):
+    response = admin.post_json("/api/keys", {"name": "k", "team": "default", "role": "viewers",
+                                             "expires_at": "9999-12-31T23:59:59-01:00"})
+    error = assert_error(response, 422, "validation_error")
+    assert "in UTC" in str(error["details"])
+    assert admin.get("/api/runs?created_after=2026-01-01T00:00:00%2B01:00").status_code == 200
