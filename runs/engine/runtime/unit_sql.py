@@ -6,7 +6,7 @@ of a step's time. Here the same writes are one data-modifying ``WITH`` statement
 autocommit, which PostgreSQL executes as one transaction:
 
     WITH r AS (UPDATE runs_run SET ... WHERE id = %s AND version = %s RETURNING id),
-         w0 AS (INSERT INTO runs_event (...) SELECT ... FROM r, jsonb_array_elements(%s) ...),
+         w0 AS (INSERT INTO runs_event (...) SELECT ... FROM r, jsonb_populate_recordset(...)),
          w1 AS (INSERT INTO ledger_toolcall ... RETURNING id, tool_call_id),
          w2 AS (INSERT INTO ledger_toolattempt ... LEFT JOIN w1 ON ...),   -- ids of w1's rows
          w3 AS (UPDATE runs_step SET ... FROM r WHERE ...)
@@ -14,7 +14,7 @@ autocommit, which PostgreSQL executes as one transaction:
 
 Every write reads FROM ``r``, so when the version check fails nothing at all is written and
 the caller raises LeaseLost. Rows travel as one JSON array per table and PostgreSQL types
-them with ``jsonb_populate_record`` (no per-column casts, one parameter per table).
+them with ``jsonb_populate_recordset`` (no per-column casts, one parameter per table).
 
 Only declarative writers (``agentops.writes``) fold in; a unit holding any other writer, an
 update of a row inserted in the same unit, or two updates of one row takes the ORM path
@@ -369,19 +369,19 @@ def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
         else:
             select.append(f"x.{_q(c.column)}")
     returning = f" RETURNING {_q(plan.pk)}, {_q(plan.natural.column)}" if plan.natural else ""
+    rows = (f"jsonb_populate_recordset(NULL::{table}, %s::jsonb) x" if not joins else
+            f"jsonb_array_elements(%s::jsonb) j CROSS JOIN LATERAL jsonb_populate_record("
+            f"NULL::{table}, j) x")  # per element only where a row refers to an earlier one
     return (f"{name} AS (INSERT INTO {table} ({', '.join(_q(c.column) for c in plan.cols)}) "
-            f"SELECT {', '.join(select)} FROM r CROSS JOIN jsonb_array_elements(%s::jsonb) j "
-            f"CROSS JOIN LATERAL jsonb_populate_record(NULL::{table}, j) x "
-            f"{' '.join(joins)}{returning})")
+            f"SELECT {', '.join(select)} FROM r CROSS JOIN {rows} {' '.join(joins)}{returning})")
 
 
 def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
                 where: tuple[str, ...]) -> str:
     meta = model._meta
-    table = _q(meta.db_table)
     sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
     wheres = " AND ".join(where_sql(model, n) for n in where)
-    return f"{name} AS (UPDATE {table} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
+    return f"{name} AS (UPDATE {_q(meta.db_table)} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
 
 
 def _json_value(value: Any) -> Any:
