@@ -151,3 +151,15 @@ class Run(models.Model):
     def needs_attention(self) -> bool:
         """Return True when the run is waiting, blocked or unknown."""
         return self.status in ATTENTION
+
+
+def run_id_text(run: Run) -> str:
+    """Return ``str(run.pk)``, made once per instance (the engine writes it several times a
+    step: a UUID's ``__str__`` formats all 32 digits each time). Kept with the id it was made
+    from, so an instance whose id is changed gets the new text."""
+    state = run.__dict__
+    pk = state.get("id")
+    made = state.get("_id_text")
+    if made is None or made[0] is not pk or pk is None:
+        made = state["_id_text"] = (pk, str(run.pk))
+    return made[1]

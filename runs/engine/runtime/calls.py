@@ -18,6 +18,7 @@ from ledger.services.record import toolcall_move, toolcalls_insert
 from ledger.statuses import DONE_OK, REDOABLE, ToolCallStatus
 from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.session import RunSession
+from runs.models import run_id_text
 
 
 @dataclass
@@ -50,8 +51,9 @@ def plan_calls(session: RunSession, step: str, turn: int, planned: list[PlannedC
     """Record the reply with its ledger rows; run plain reads inline in the same unit."""
     events: list[NewEvent] = [replied]
     valid = [p for p in planned if not p.error]
+    run_id = run_id_text(session.run)
     for p in valid:
-        p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name, args=p.args or {},
+        p.key = idempotency_key(run_id=run_id, step=step, tool=p.name, args=p.args or {},
                                 turn=None if p.spec.is_write else turn)
     existing = _existing(session.run.pk, [p.key for p in valid if p.spec.is_write])
     for p in valid:
@@ -90,7 +92,7 @@ def _next_generation(session: RunSession, step: str, p: PlannedCall,
     prior = existing.get(p.key)
     while p.spec.is_write and prior is not None and prior.status in REDOABLE:
         p.generation, p.supersedes = prior.generation + 1, prior.tool_call_id
-        p.key = idempotency_key(run_id=session.run.pk, step=step, tool=p.name,
+        p.key = idempotency_key(run_id=run_id_text(session.run), step=step, tool=p.name,
                                 args=p.args or {}, generation=p.generation)
         existing.update(_existing(session.run.pk, [p.key]))
         prior = existing.get(p.key)

@@ -24,7 +24,7 @@ from runs.event_archive import archived_events_restore
 from runs.errors import RunNotFound, UnknownEventType
 from runs.event_types import EventType, is_known
 from runs.live import live_run_changed
-from runs.models import Event, Run
+from runs.models import Event, Run, run_id_text
 from runs.models.event import event_month, run_events
 
 
@@ -141,8 +141,8 @@ def _append(
         if e.type == EventType.RUN_STATUS:
             status = e.data.get("to", status)
     actor = next((e.actor for e in reversed(events) if e.actor), "")
-    live_run_changed(run.pk, status=status, actor=actor, lease_holder=expected_version is not None,
-                     team_id=run.team_id,
+    live_run_changed(run_id_text(run), status=status, actor=actor,
+                     lease_holder=expected_version is not None, team_id=run.team_id,
                      before_send=unit_sql.unit_settled)
     return written
 

@@ -39,7 +39,7 @@ from runs.engine.runtime.keeper import (keeper_call, keeper_done, keeper_hold, k
 from runs.hung_threads import hung_alive, hung_unwatch, hung_watch
 from runs.live import live_flush
 from runs.engine.runtime.unit_sql import unit_settled
-from runs.models import Run
+from runs.models import Run, run_id_text
 from runs.slots import db_reacquire, db_release, on_slot
 from runs.statuses import RunStatus
 
@@ -239,7 +239,7 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
     a release and a reacquire would cost more CPU than they do (docs/workers.md).
     """
     # The page hears the units coalesced so far before this slow call (once they committed).
-    live_flush(run.pk, before_send=unit_settled)
+    live_flush(run_id_text(run), before_send=unit_settled)
     if not quick:
         db_release()  # reads a unit still in flight first (raises UnitNotCommitted)
     beat = heartbeat_for(run, owner, tokens)

@@ -38,12 +38,13 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
-from agentops.jsonstate import compact_json, json_encoder
+from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
+from runs.engine.runtime.unit_events import events_json
 from runs.engine.runtime.unit_where import where_sql
-from runs.models import Event, Run
-from runs.models.event import CURRENT_EVENT_SCHEMA, event_month
+from runs.models import Event, Run, run_id_text
+from runs.models.event import event_month
 from runs.pooler import pooled
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
@@ -175,7 +176,7 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
-        params.append(_events_json(run.pk, events, first_seq, at, event_month(run)))
+        params.append(events_json(run_id_text(run), events, first_seq, at, event_month(run)))
         inserted.append(Event)
     for op in ops:
         if isinstance(op, RowsInsert):
@@ -221,8 +222,8 @@ def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInser
             _set_pks(op, json.loads(ids) if ids else {}, db.alias)
 
     with db.wrap_database_errors:
-        unit_overlap.unit_send(db.connection, sql, params, f"run {run.pk}'s unit", on_row,
-                               named=not pooled(), dumped=dumped)
+        unit_overlap.unit_send(db.connection, sql, params, f"run {run_id_text(run)}'s unit",
+                               on_row, named=not pooled(), dumped=dumped)
 
 
 def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
@@ -300,25 +301,6 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
     return [(c.attname, c.fk_model) for c in _plan(model).cols
             if c.fk_model is not None and c.fk_model in inserted
             and _plan(c.fk_model).natural]
-
-
-def _events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime,
-                 month: dt.date) -> str:
-    """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
-    common = (f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},'
-              f'"at":"{at.isoformat()}","run_month":"{month.isoformat()}"')
-    docs, dumps = [], compact_json
-    for i, e in enumerate(events):
-        head: dict[str, Any] = {"seq": first_seq + i, "type": e.type,
-                                "tool_call_id": e.tool_call_id, "actor": e.actor,
-                                "caused_by": e.caused_by}
-        if e.attempt is not None:  # left out, None reads as NULL (see _rows_json)
-            head["attempt"] = e.attempt
-        if e.key is not None:
-            head["key"] = e.key
-        text = dumps(head)
-        docs.append(f'{text[:-1]},{common},"data":{e.data_json}}}')
-    return "[" + ",".join(docs) + "]"
 
 
 def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
