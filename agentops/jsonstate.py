@@ -36,7 +36,7 @@ def check_json(value: Any, path: str = "$") -> None:
 
     Strings with NUL characters are refused too: PostgreSQL's jsonb cannot store them.
     """
-    if _checked_fast(value, path):
+    if json_plain(value):
         return
     if isinstance(value, str):
         why = unstorable(value)
@@ -65,23 +65,36 @@ def check_json(value: Any, path: str = "$") -> None:
     raise NotJSONSerializable(path, type(value).__name__)
 
 
-def _checked_fast(value: Any, path: str) -> bool:
-    """Check a plain dict or list by exact types (walked on every unit); False: walk generally."""
-    if type(value) is dict:
+def json_plain(value: Any) -> bool:
+    """Return True when ``check_json`` accepts ``value`` for sure: plain JSON of the exact
+    built-in types, every string storable. Makes no key paths (walked on every event and
+    unit); False: ``check_json``'s general walk decides (subclasses) or names the path."""
+    kind = type(value)
+    if kind is dict:
         for k, v in value.items():
-            if type(k) is not str or unstorable(k):
-                return False  # the general walk names the path (or accepts a str subclass)
+            if type(k) is not str or "\x00" in k or (not k.isascii() and unstorable(k)):
+                return False
             kind = type(v)
-            if not (kind in _PLAIN or (kind is str and not unstorable(v))):
-                check_json(v, f"{path}.{k}")
+            if kind is str:
+                if "\x00" in v or (not v.isascii() and unstorable(v)):
+                    return False
+            elif kind not in _PLAIN and not json_plain(v):
+                return False
         return True
-    if type(value) is list:
-        for i, v in enumerate(value):
+    if kind is list:
+        for v in value:
             kind = type(v)
-            if not (kind in _PLAIN or (kind is str and not unstorable(v))):
-                check_json(v, f"{path}[{i}]")
+            if kind is str:
+                if "\x00" in v or (not v.isascii() and unstorable(v)):
+                    return False
+            elif kind not in _PLAIN and not json_plain(v):
+                return False
         return True
-    return False
+    if kind is str:
+        return "\x00" not in value and (value.isascii() or not unstorable(value))
+    if kind is float:
+        return math.isfinite(value)
+    return kind in _PLAIN
 
 
 def unstorable(text: str) -> str:
