@@ -219,7 +219,7 @@ def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInser
 
     def on_row(row: list[bytes | None]) -> None:
         for (_, op), ids in zip(keyed, row[1:]):
-            _set_pks(op, json.loads(ids) if ids else {}, db.alias)
+            _set_pks(op, json.loads(ids.decode()) if ids else {}, db.alias)  # UTF-8 text
 
     with db.wrap_database_errors:
         unit_overlap.unit_send(db.connection, sql, params, f"run {run_id_text(run)}'s unit",
