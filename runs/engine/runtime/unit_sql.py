@@ -98,7 +98,14 @@ def _plan(model: type[Model]) -> _Plan:
 
 def enabled() -> bool:
     """Return whether units may be written as one statement here (PostgreSQL, setting on)."""
-    return connection.vendor == "postgresql" and settings.AGENTOPS_UNIT_SQL
+    return _vendor() == "postgresql" and settings.AGENTOPS_UNIT_SQL
+
+
+@cache
+def _vendor() -> str:
+    """Return the default database's vendor: one backend class for every thread, read once
+    (``connection.vendor`` finds this thread's connection object on each read)."""
+    return connections[DEFAULT_DB_ALIAS].vendor
 
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
