@@ -11,6 +11,7 @@ from agentops.jsonstate import compact_json
 from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.unit_events import events_json
 from runs.event_types import EventType
+from runs.models.event import CURRENT_EVENT_SCHEMA
 
 AT = dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.UTC)
 MONTH = dt.date(2026, 1, 1)
@@ -27,8 +28,7 @@ def _as_before(run_id: str, events: list[NewEvent], first_seq: int) -> str:
         if e.key is not None:
             head["key"] = e.key
         docs.append(f'{compact_json(head)[:-1]},"run_id":"{run_id}","schema_version":'
-                    f'{json.loads(events_json(run_id, [e], 1, AT, MONTH))[0]["schema_version"]},'
-                    f'"at":"{AT.isoformat()}","run_month":"{MONTH.isoformat()}",'
+                    f'{CURRENT_EVENT_SCHEMA},"at":"{AT.isoformat()}","run_month":"{MONTH.isoformat()}",'
                     f'"data":{e.data_json}}}')
     return "[" + ",".join(docs) + "]"
 

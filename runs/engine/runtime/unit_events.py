@@ -16,7 +16,7 @@ from runs.models.event import CURRENT_EVENT_SCHEMA
 
 
 def events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datetime,
-                 month: dt.date) -> str:
+                month: dt.date) -> str:
     """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
     common = (f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},'
               f'"at":"{at.isoformat()}","run_month":"{month.isoformat()}"')
