@@ -192,6 +192,12 @@ AGENTOPS_UNIT_SQL = _env_bool("AGENTOPS_UNIT_SQL", True)
 # ... and a progress unit is sent without waiting for its commit: the worker computes the next
 # unit meanwhile (runs/engine/runtime/unit_overlap.py); off = every unit waits for its commit.
 AGENTOPS_UNIT_OVERLAP = _env_bool("AGENTOPS_UNIT_OVERLAP", True)
+# How many such units may be in flight on one connection, unread (libpq's pipeline mode, each its
+# own transaction); 1 = each is read before the next goes out.
+AGENTOPS_UNITS_IN_FLIGHT = _env_int("AGENTOPS_UNITS_IN_FLIGHT", 2)
+if AGENTOPS_UNITS_IN_FLIGHT < 1:
+    raise ValueError(f"AGENTOPS_UNITS_IN_FLIGHT must be at least 1 (1: each unit is read before "
+                     f"the next goes out), got {AGENTOPS_UNITS_IN_FLIGHT}")
 # The bound of a quick read (ms): a reply asking only for reads of tools this process saw
 # take at most this long commits once with their results, before the next model call; else
 # a read's result rides the run's next unit when the read and the run's last model call

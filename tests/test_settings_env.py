@@ -29,6 +29,8 @@ def test_numbers_are_parsed_and_q2_retries_past_its_timeout():
 @pytest.mark.parametrize(("name", "raw", "message"), [
     ("AGENTOPS_Q_TIMEOUT", "1.5", "AGENTOPS_Q_TIMEOUT must be an integer, got '1.5'"),
     ("AGENTOPS_LEASE_TTL_S", "soon", "AGENTOPS_LEASE_TTL_S must be a number, got 'soon'"),
+    ("AGENTOPS_UNITS_IN_FLIGHT", "0", "AGENTOPS_UNITS_IN_FLIGHT must be at least 1 (1: each "
+     "unit is read before the next goes out), got 0"),
     ("AGENTOPS_OTLP_ENDPOINT", "collector:4318", "AGENTOPS_OTLP_ENDPOINT must be an OTLP/HTTP "
      "base URL such as http://otel-collector:4318, got 'collector:4318'"),
 ])

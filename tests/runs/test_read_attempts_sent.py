@@ -135,12 +135,16 @@ def test_reads_attempts_are_sent_writes_confirmed_and_the_log_is_the_same(unheld
     assert replay_state(run) == load_state(run)
 
 
+@pytest.mark.parametrize("bound", [1, 2], ids=["one-in-flight", "two-in-flight"])
 def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_again(unheld,
-        agent, monkeypatch):
+        agent, monkeypatch, settings, bound):
     """The run changes (another writer) just before the second read's fence goes out: that
-    unit does not commit, the read runs anyway (it was sent), the worker learns it at its next
-    unit and writes nothing more; recovery asks the model again and runs the read again under
-    the same attempt number (its first did not commit); no write repeats."""
+    unit does not commit, the read runs anyway (it was sent), the worker learns it when the
+    unit is read (at its next unit; with two in flight, one unit later, after the next read
+    ran too) and writes nothing more; recovery asks the model again and runs the reads again
+    under the same attempt numbers (their fences did not commit); no write repeats."""
+    settings.AGENTOPS_UNITS_IN_FLIGHT = bound
+    ahead = ["c#1"] if bound == 2 else []  # read before the worker learnt it: no side effect
     run = run_start(agent=agent, goal="g").pk
     real, seen = unit_overlap.unit_send, {"fences": 0, "seq": None}
 
@@ -156,7 +160,7 @@ def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_ag
 
     monkeypatch.setattr(unit_overlap, "unit_send", send)
     assert run_tick(run, worker="w-sent") == "lease_lost"
-    assert reads == ["a#1", "b#1"]  # sent before it ran: b ran, its fence never committed
+    assert reads == ["a#1", "b#1", *ahead]  # sent before it ran: b ran, its fence never committed
     last = Event.objects.filter(run_id=run).order_by("-seq").values_list("seq", flat=True)
     assert last.first() == seen["seq"]  # nothing written after the unit that did not commit
     assert not ToolCall.objects.filter(run_id=run, args={"q": "b"}).exists()
@@ -167,7 +171,7 @@ def test_a_read_fence_that_did_not_commit_stops_the_worker_and_recovery_reads_ag
         lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))
     assert runs_recover_expired() == [run]
     assert _drive(run) == "succeeded"
-    assert reads == ["a#1", "b#1", "b#1", "c#1"]  # b again, as attempt 1 once more
+    assert reads == ["a#1", "b#1", *ahead, "b#1", "c#1"]  # b again, as attempt 1 once more
     assert len(paid) == 2 and ToolCall.objects.filter(run_id=run, tool="pay").count() == 2
     b = ToolCall.objects.get(run_id=run, args={"q": "b"})
     assert list(b.attempt_rows.values_list("attempt", "status")) == [(1, "succeeded")]

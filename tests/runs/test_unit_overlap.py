@@ -2,9 +2,10 @@
 
 Outside a transaction (a worker's autocommit connection) a lease holder's progress unit is
 sent and left in flight (runs.engine.runtime.unit_overlap). These tests hold it in flight on
-purpose and check each way it is read: the next unit, any other query, a release to the pool
-and a tick's end; and that a unit which did not commit stops the worker with nothing more
-written, the version check and a database error alike.
+purpose and check each way it is read: a later unit (at most AGENTOPS_UNITS_IN_FLIGHT are
+unread, in libpq's pipeline mode), any other query, a release to the pool and a tick's end;
+and that a unit which did not commit stops the worker with nothing more written, the version
+check and a database error alike, with one unit in flight and with two.
 """
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ def run(db, monkeypatch):
     return run
 
 
+@pytest.fixture(params=[1, 2], ids=["one-in-flight", "two-in-flight"])
+def bound(request, settings) -> int:
+    """AGENTOPS_UNITS_IN_FLIGHT: how many units may be unread on the connection."""
+    settings.AGENTOPS_UNITS_IN_FLIGHT = request.param
+    return request.param
+
+
 def _in_flight(raw=None) -> bool:
     """Return whether the last unit on ``raw`` (this thread's connection) is unread: what waits
     for its commit has not run yet."""
@@ -84,22 +92,48 @@ def test_units_go_out_in_order_each_after_the_one_before(run) -> None:
     assert (fresh.version, fresh.last_seq) == (run.version, run.last_seq)
 
 
-def test_a_unit_that_lost_its_version_check_is_told_by_the_next_and_nothing_more_is_written(
-        run) -> None:
+def test_two_units_are_in_flight_at_once_and_a_third_reads_the_oldest(run, settings) -> None:
+    settings.AGENTOPS_UNITS_IN_FLIGHT = 2
+    raw, told = connection.connection, []
+    for note in ("first", "second"):
+        _unit(run, note, calls=[_call(run, len(told) + (note == "second"))])
+        unit_overlap.after_commit(raw, lambda note=note: told.append(note))
+    assert told == [], "a unit was read before a third went out"
+    _unit(run, "third")
+    assert told == ["first"]  # the oldest, read before the third went out; the second unread
+    assert _in_flight()
+    notes = [d["note"] for d in Event.objects.filter(run=run, type="run.note").order_by("seq")
+             .values_list("data", flat=True)]
+    assert notes == ["opening", "first", "second", "third"]
+    unit_sql.unit_settled()  # what waited for a unit read by another query is told here
+    assert told == ["first", "second"]
+    assert sorted(ToolCall.objects.filter(run=run).values_list("turn", flat=True)) == [0, 1]
+    fresh = Run.objects.get(pk=run.pk)  # psycopg's own queries work after the pipeline
+    assert (fresh.version, fresh.last_seq) == (run.version, run.last_seq)
+
+
+def test_a_unit_that_lost_its_version_check_is_told_when_read_and_nothing_more_is_written(
+        run, bound) -> None:
     seq = Run.objects.get(pk=run.pk).last_seq
     Run.objects.filter(pk=run.pk).update(version=F("version") + 1)  # an operator wrote meanwhile
     _unit(run, "lost")  # sent: the worker cannot know yet
+    for i in range(bound - 1):
+        _unit(run, f"behind it {i}")  # sent behind it, unread: still nothing known
     with pytest.raises(UnitNotCommitted, match="version check failed") as lost:
         _unit(run, "after")
     assert isinstance(lost.value, LeaseLost)  # the worker stops as for any lost write
+    assert not _in_flight(), "units behind the one that failed were left unread"
     assert Event.objects.filter(run=run, type="run.note").count() == 1  # the opening one
     assert Run.objects.get(pk=run.pk).last_seq == seq
+    unit_sql.unit_settled()  # told once: nothing left for the next unit
 
 
-def test_a_unit_the_database_refused_is_told_with_its_reason(run) -> None:
+def test_a_unit_the_database_refused_is_told_with_its_reason(run, bound) -> None:
     _unit(run, "one", calls=[_call(run, 1, key="same")], overlap=False)
     version = Run.objects.get(pk=run.pk).version
     _unit(run, "two", calls=[_call(run, 2, key="same")])  # the idempotency key is taken
+    for i in range(bound - 1):
+        _unit(run, f"behind it {i}")  # its own version check fails: the first reason is told
     with pytest.raises(UnitNotCommitted, match="duplicate key"):
         _unit(run, "three")
     assert list(ToolCall.objects.filter(run=run).values_list("tool_call_id", flat=True)) == [
@@ -129,11 +163,13 @@ def test_a_slot_whose_unit_did_not_commit_stops_before_handing_its_connection_ba
     assert connection.pool.get_stats().get("pool_available", 0) == pool_idle
 
 
-def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine, monkeypatch):
+def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine, monkeypatch,
+                                                                         bound):
     """A tick's outcome is told only once its units committed: the run changes under the
     second progress unit sent without waiting (a read's attempt opens in a fenced unit, so a
     no-op turn sends fewer of them), which is then in flight; the tick ends ``lease_lost`` (not
-    ``succeeded``), and the log ends with the unit before."""
+    ``succeeded``), and the log ends with the unit before. With two units in flight the worker
+    sends one more before it reads the one that failed, and no more."""
     import bench.agents  # noqa: F401  (bench-noop: a no-op tool per turn)
 
     run_id = run_start(agent="bench-noop", goal="overlap", input={"steps": 20}).pk
@@ -160,12 +196,13 @@ def test_a_tick_whose_run_changed_under_a_unit_in_flight_ends_lease_lost(engine,
 
     monkeypatch.setattr(unit_overlap, "unit_send", send)
     assert run_tick(run_id, worker="w-overlap") == "lease_lost"
-    assert sent["n"] == 2, "the worker went on after the unit that did not commit"
+    assert sent["n"] == 1 + bound, "the worker went on after the unit that did not commit"
     assert Event.objects.filter(run_id=run_id).order_by("-seq").values_list(
         "seq", flat=True).first() == sent["seq"]
     assert Run.objects.get(pk=run_id).status == "running"  # left to lease expiry and recovery
-    # The unit that did not commit was neither counted nor logged (its steps, its metrics).
-    assert len(told) == sent["told_then"]
+    # The unit that did not commit was neither counted nor logged (its steps, its metrics);
+    # with two in flight the unit before it was still unread when it went out.
+    assert len(told) == sent["told_then"] + bound - 1
 
 
 def test_a_whole_run_through_units_in_flight_succeeds_with_every_step_recorded(engine):
@@ -180,9 +217,11 @@ def test_a_whole_run_through_units_in_flight_succeeds_with_every_step_recorded(e
     assert seqs == list(range(1, len(seqs) + 1)) and seqs[-1] == run.last_seq
 
 
-def test_a_unit_whose_prepared_statement_was_deallocated_is_prepared_and_sent_again(run) -> None:
+def test_a_unit_whose_prepared_statement_was_deallocated_is_prepared_and_sent_again(
+        run, bound) -> None:
     """psycopg deallocates every prepared statement after a rollback while it holds one of
-    its own: the engine's statement goes with them, and the unit is sent again."""
+    its own: the engine's statement goes with them, and the unit (with the one behind it,
+    when two are in flight) is sent again."""
     from django.db import transaction
 
     _unit(run, "prepares")  # the overlapped statement is prepared on this connection
@@ -191,7 +230,7 @@ def test_a_unit_whose_prepared_statement_was_deallocated_is_prepared_and_sent_ag
         Run.objects.filter(pk=run.pk).exists()
         raise RuntimeError("rolled back")  # psycopg: ROLLBACK, then DEALLOCATE ALL
     _unit(run, "after the rollback")
-    _unit(run, "and the next")  # reads the one before: it committed
+    _unit(run, "and the next")  # one in flight: reads the one before, which committed
     assert [d["note"] for d in Event.objects.filter(run=run, type="run.note").order_by("seq")
             .values_list("data", flat=True)][-2:] == ["after the rollback", "and the next"]
 
@@ -282,3 +321,28 @@ def test_a_unit_not_built_while_the_one_before_failed_is_told_the_failure(run) -
     with pytest.raises(UnitNotCommitted):
         event_append(run=run, expected_version=run.version, events=[], touch=False,
                      fields={"updated_at": object()}, secrets=EMPTY, overlap=True)
+
+
+def test_units_behind_one_whose_statement_was_deallocated_are_sent_again_in_order(
+        run, settings) -> None:
+    """Two units in flight: the first names a statement psycopg deallocated (it fails at
+    bind), the second one prepared since (it fails its version check, the first not having
+    run). Both are sent again, in order, and both commit."""
+    from django.db import transaction
+
+    settings.AGENTOPS_UNITS_IN_FLIGHT = 2
+    _unit(run, "a")  # prepares the note-only statement
+    _unit(run, "psycopg's", overlap=False)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Run.objects.filter(pk=run.pk).exists()
+        raise RuntimeError("rolled back")  # DEALLOCATE ALL: the note-only statement is gone
+    _unit(run, "b", calls=[_call(run, 1)])  # a statement prepared now
+    _unit(run, "c")  # the deallocated one, in flight ...
+    _unit(run, "d", calls=[_call(run, 2)])  # ... with this one behind it
+    assert _in_flight()
+    notes = [d["note"] for d in Event.objects.filter(run=run, type="run.note").order_by("seq")
+             .values_list("data", flat=True)]
+    assert notes == ["opening", "a", "psycopg's", "b", "c", "d"]
+    unit_sql.unit_settled()  # nothing failed
+    assert sorted(ToolCall.objects.filter(run=run).values_list("turn", flat=True)) == [1, 2]
+    assert Run.objects.get(pk=run.pk).version == run.version

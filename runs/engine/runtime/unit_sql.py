@@ -26,21 +26,20 @@ import datetime as dt
 import decimal
 import json
 import uuid
-from contextlib import nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
 from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
+from runs.engine.runtime.prepared import prepared_row
 from runs.engine.runtime.unit_events import events_json
 from runs.engine.runtime.unit_where import where_sql
 from runs.models import Event, Run, run_id_text
@@ -49,7 +48,6 @@ from runs.pooler import pooled
 
 _AUTO = (AutoField, BigAutoField, SmallAutoField)
 _ROWS_JSON = json_encoder(compact=True)  # made once (see agentops.jsonstate)
-_NEVER = 2**31
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
 _AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
           "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
@@ -118,23 +116,30 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
 
     ``overlap`` (a progress unit): send it and return True before it commits, when this
     connection is outside a transaction (runs.engine.runtime.unit_overlap); its version
-    check is then learnt by the next unit, which raises UnitNotCommitted. Every unit reads
-    the one in flight before it goes out, so it never goes out before the one it follows.
+    check is then learnt when it is read, by a later unit (which raises UnitNotCommitted)
+    or any other use of the connection. Units go out in order, at most
+    ``AGENTOPS_UNITS_IN_FLIGHT`` of them unread; any other unit reads them all first.
 
     Built while that one is in flight (the server commits it meanwhile): only its new ids can
     matter, and a row needing one (``_NotYet``) is built again once it is read.
     """
     db = connections[DEFAULT_DB_ALIAS]
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
-    args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
     send = overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block
-    built = _early(args, db, send)
-    unit_overlap.settled(db.connection)
-    sql, params, keyed, dumped = built or (*_built(*args, early=False), None)
+    link = unit_overlap.unit_link(db.connection) if send and not pooled() else None
+    args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
+    built = _early(args, db, send, link)
+    # Sent without waiting, it may follow units still in flight (their ids not needed).
+    keep = unit_overlap.in_flight_bound() - 1 if send and built is not None else 0
+    unit_overlap.settled(db.connection, keep=keep)
+    if built is None:  # built now, after every unit in flight: it follows none of them
+        link = link and unit_overlap.UnitLink(link.tag, None)
+        built = (*_built(*args, link, early=False), None)
+    sql, params, keyed, dumped = built
     if send:
-        _send(db, sql, params, keyed, run, dumped)
+        _send(db, sql, params, keyed, run, dumped, tag=link.tag if link else None)
         return True
-    row = _execute(db, sql, params)
+    row = prepared_row(db, sql, params)  # prepared once per shape: planning costs as much
     if row[0] != 1:
         return False
     for (_, op), ids in zip(keyed, row[1:]):
@@ -142,10 +147,11 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     return True
 
 
-def _early(args: tuple, db: Any, send: bool) -> tuple | None:
+def _early(args: tuple, db: Any, send: bool,
+           link: unit_overlap.UnitLink | None) -> tuple | None:
     """Return the unit built (params dumped) before the one in flight is read, or _NotYet's None."""
     try:
-        built = _built(*args, early=True)
+        built = _built(*args, link, early=True)
         if send and db.connection is not None:
             with db.wrap_database_errors:
                 return *built, unit_overlap.unit_dumped(db.connection, built[1])
@@ -163,12 +169,17 @@ class _NotYet(Exception):
 
 def _built(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
            expected_version: int, values: dict[str, Any], ops: list[Any], owner: str,
-           db: Any, *, early: bool) -> tuple[str, list[Any], list[tuple[int, RowsInsert]]]:
-    """Return the unit's SQL, its parameters and its keyed inserts (``early``: see _rows_json)."""
+           db: Any, link: unit_overlap.UnitLink | None = None, *,
+           early: bool) -> tuple[str, list[Any], list[tuple[int, RowsInsert]]]:
+    """Return the unit's SQL, its parameters and its keyed inserts (``early``: see _rows_json;
+    ``link``: the tag it leaves on its session and the one it must find there)."""
     params = [_prep(Run, name, value, db) for name, value in values.items()]
     params += [run.pk, expected_version] + ([owner] if owner else [])
+    after = link.after if link else None
+    params += ([after] if after else []) + ([link.tag] if link else [])
     shape, keyed = _unit_parts(run, events, first_seq, at, ops, db, params, early)
-    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner))
+    sql = _statement(tuple(values), tuple(shape), tuple(i for i, _ in keyed), bool(owner),
+                     bool(after), bool(link))
     return sql, params, keyed
 
 
@@ -219,7 +230,7 @@ def unit_after_commit(fn: Callable[[], None]) -> None:
 
 
 def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
-          run: Run, dumped: list[Any] | None = None) -> None:
+          run: Run, dumped: list[Any] | None = None, *, tag: str | None = None) -> None:
     """Send the unit without waiting; the new ids of its keyed rows are set when it is read."""
     db.ensure_connection()
     db.validate_no_broken_transaction()
@@ -230,31 +241,7 @@ def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInser
 
     with db.wrap_database_errors:
         unit_overlap.unit_send(db.connection, sql, params, f"run {run_id_text(run)}'s unit",
-                               on_row, named=not pooled(), dumped=dumped)
-
-
-def _execute(db: Any, sql: str, params: list[Any]) -> tuple:
-    """Run the statement as a server-side prepared statement and return its one row.
-
-    Django's cursors bind parameters client-side, which sends literal SQL that PostgreSQL
-    must plan every time; planning this WITH statement costs as much as running it. A
-    psycopg server-binding cursor on the same connection prepares each shape once. Behind a
-    transaction pooler (runs.pooler) it is sent unnamed: the next server may not know it.
-    """
-    db.ensure_connection()
-    db.validate_no_broken_transaction()
-    raw, prepare = db.connection, not pooled()
-    if prepare and raw.prepare_threshold is None:
-        # Django turns psycopg's statement preparation off (for transaction-mode poolers);
-        # None would ignore prepare=True too. A threshold no query reaches keeps Django's
-        # own queries unprepared while ours, which ask, are prepared once per connection.
-        raw.prepare_threshold = _NEVER
-    # Outside a transaction (a worker) the statement commits on its own. Inside one (a caller's
-    # atomic block, a test) it gets a savepoint, so a failure leaves the outer transaction usable.
-    with transaction.atomic(using=db.alias) if db.in_atomic_block else nullcontext():
-        with db.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-            cursor.execute(sql, params, prepare=prepare)
-            return cursor.fetchone()
+                               on_row, named=not pooled(), dumped=dumped, tag=tag)
 
 
 def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
@@ -277,14 +264,25 @@ def _field(model: type[Model], name: str) -> tuple[Any, bool, bool]:
     return f, isinstance(f, ForeignKey), isinstance(f, DateTimeField)
 
 
+_TAG = "agentops.unit"  # the session setting a unit in flight leaves for the one behind it
+
+
 @cache
 def _statement(run_fields: tuple[str, ...], shape: tuple[tuple, ...],
-               keyed: tuple[int, ...], fenced: bool = False) -> str:
-    """Return the SQL of a unit of this shape (the same few shapes repeat: cached)."""
+               keyed: tuple[int, ...], fenced: bool = False, chained: bool = False,
+               tagged: bool = False) -> str:
+    """Return the SQL of a unit of this shape (the same few shapes repeat: cached).
+
+    ``tagged``: the run's update leaves the unit's tag on the session (``set_config``, kept
+    only when it commits); ``chained``: it runs only where the unit it follows left its own
+    (runs.engine.runtime.unit_overlap, "Units in flight").
+    """
     sets = ", ".join(f"{_q(Run._meta.get_field(n).column)} = %s" for n in run_fields)
     owner = f" AND {_q('lease_owner')} = %s" if fenced else ""
+    owner += f" AND current_setting('{_TAG}', true) = %s" if chained else ""
+    tag = f", set_config('{_TAG}', %s, false)" if tagged else ""
     ctes = [f"r AS (UPDATE {_q(Run._meta.db_table)} SET {sets} "
-            f"WHERE {_q('id')} = %s AND {_q('version')} = %s{owner} RETURNING {_q('id')})"]
+            f"WHERE {_q('id')} = %s AND {_q('version')} = %s{owner} RETURNING {_q('id')}{tag})"]
     names: dict[type[Model], str] = {}
     for i, part in enumerate(shape):
         name = f"w{i}"
