@@ -129,8 +129,9 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     link = unit_overlap.unit_link(db.connection) if send and not pooled() else None
     args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
     built = _early(args, db, send, link)
-    # Sent without waiting, it may follow units still in flight (their ids not needed).
-    keep = unit_overlap.in_flight_bound() - 1 if send and built is not None else 0
+    # Sent without waiting and tied to them, it may follow units still in flight (their ids
+    # not needed); otherwise (untied behind a pooler, not sent this way) it follows none.
+    keep = unit_overlap.in_flight_bound() - 1 if link and built is not None else 0
     unit_overlap.settled(db.connection, keep=keep)
     if built is None:  # built now, after every unit in flight: it follows none of them
         link = link and unit_overlap.UnitLink(link.tag, None)
