@@ -32,6 +32,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Q
 
+from agentops.hot_settings import hot_setting
 from agentops import clock
 from agentops.tools import CancelToken
 from runs.engine.runtime.keeper import (keeper_call, keeper_done, keeper_hold, keeper_release,
@@ -262,7 +263,7 @@ def lease_kept(run: Run, owner: str, tokens: Sequence[CancelToken],
 def _kept_start(run: Run, owner: str, tokens: Sequence[CancelToken], *, process: bool,
                 every_s: float | None, within_s: float | None) -> int:
     """Hand the call to the keeper process or thread; return its key for ``_kept_end``."""
-    grace = settings.AGENTOPS_LEASE_TTL_S / 3
+    grace = hot_setting("AGENTOPS_LEASE_TTL_S") / 3
     interval = every_s if every_s is not None else grace
     if process:
         key = keeper_watch(run.pk, tokens) if tokens else 0

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 
+from agentops.hot_settings import hot_setting
 from agentops import clock
 from agentops.agents import Agent
 from agentops.redaction import EMPTY, Secrets
@@ -206,7 +206,7 @@ class RunSession:
         (indexed) at the same pace as the rest: a fence every other step would otherwise
         make every other Run update write all of the table's indexes (not HOT).
         """
-        ttl = settings.AGENTOPS_LEASE_TTL_S
+        ttl = hot_setting("AGENTOPS_LEASE_TTL_S")
         now = clock.now()
         expires = self.run.lease_expires_at
         if not force and expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:

@@ -38,6 +38,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
+from agentops.hot_settings import hot_setting
 from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
@@ -98,7 +99,7 @@ def _plan(model: type[Model]) -> _Plan:
 
 def enabled() -> bool:
     """Return whether units may be written as one statement here (PostgreSQL, setting on)."""
-    return _vendor() == "postgresql" and settings.AGENTOPS_UNIT_SQL
+    return _vendor() == "postgresql" and hot_setting("AGENTOPS_UNIT_SQL")
 
 
 @cache
