@@ -76,6 +76,8 @@ class RunSession:
     calls: dict[str, Any] = field(default_factory=dict)
     # Recent turns' model messages and fact lines (runs.engine.core.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
+    # The facts the tool offer last looked at for a paging cursor (ledger.services.paging).
+    tools_memo: dict[str, Any] = field(default_factory=dict)
     # The run's secrets (sealed arguments + configured), read once; calls sealed later add theirs.
     secrets: Secrets = EMPTY
     # When each step this session started began (step latency, runs.engine.runtime.telemetry).
