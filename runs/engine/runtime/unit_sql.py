@@ -29,7 +29,7 @@ import uuid
 from contextlib import nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import psycopg
@@ -377,9 +377,17 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
 def _json_value(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
+    if type(value) is uuid.UUID:
+        return _uuid_text(value)
     if isinstance(value, (uuid.UUID, decimal.Decimal)):
         return str(value)
     return value
+
+
+@lru_cache(maxsize=256)
+def _uuid_text(value: uuid.UUID) -> str:
+    """Return ``str(value)``: a run's rows repeat its id, and UUID.__str__ formats in Python."""
+    return str(value)
 
 
 def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:
