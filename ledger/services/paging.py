@@ -115,6 +115,8 @@ def _check_cursor(run_id: str, origin: ToolCall, cursor: str) -> None:
 
 def is_stream(log: Any) -> bool:
     """Return True when a ToolResult.log is a path or file object (streamed, not loaded)."""
+    if log is None or type(log) is str or type(log) is bytes:  # most results: no ABC check
+        return False
     return isinstance(log, os.PathLike) or hasattr(log, "read")
 
 

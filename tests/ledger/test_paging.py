@@ -1,4 +1,5 @@
 """Paged tool results: the model asks for pages with next_page; the context holds only those."""
+import io
 import json
 
 import pytest
@@ -7,7 +8,7 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolCall
-from ledger.services.paging import page_tools
+from ledger.services.paging import is_stream, page_tools
 from runs.engine.core.context import context_build
 from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
@@ -119,3 +120,8 @@ def test_next_page_is_offered_while_any_fact_has_a_cursor_however_the_facts_chan
     state["facts"]["tc_1"] = {"x": 1}
     state["facts"]["tc_4"] = {"y": 2}
     assert page_tools(state, memo) == []
+
+
+def test_a_log_is_streamed_when_it_is_a_path_or_a_file_object_only(tmp_path):
+    assert not any(is_stream(log) for log in (None, "text", b"bytes", bytearray(b"x")))
+    assert is_stream(tmp_path / "log.txt") and is_stream(io.BytesIO(b"x"))
