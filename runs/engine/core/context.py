@@ -179,23 +179,24 @@ def _last(items: dict[str, Any], n: int) -> list[tuple[str, Any]]:
 def _fact_lines(items: list[tuple[str, Any]], memo: dict[Any, tuple] | None) -> str:
     """Return the lines of the last facts; unchanged since the last call (the same or equal
     facts under the same ids: a line is made from them alone), the lines made then."""
-    entry = memo.get("facts") if memo is not None else None
+    if memo is None:
+        return "\n".join(_fact_line(call_id, facts) for call_id, facts in items)
+    entry = memo.get("facts")
     if entry is not None and entry[0] == items:
         return entry[1]
-    text = "\n".join(_fact_line(call_id, facts, memo) for call_id, facts in items)
-    if memo is not None:
-        memo["facts"] = (items, text)
+    lines = []
+    for call_id, facts in items:  # a plain loop: every model turn, most lines known
+        known = memo.get(("fact", call_id))
+        if known is None or known[0] is not facts:
+            known = memo[("fact", call_id)] = (facts, _fact_line(call_id, facts))
+        lines.append(known[1])
+    text = "\n".join(lines)
+    memo["facts"] = (items, text)
     return text
 
 
-def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
-    entry = memo.get(("fact", call_id)) if memo is not None else None
-    if entry is not None and entry[0] is facts:
-        return entry[1]
-    line = f"- {call_id}: {_SORTED(facts)[:400]}"
-    if memo is not None:
-        memo[("fact", call_id)] = (facts, line)
-    return line
+def _fact_line(call_id: str, facts: Any) -> str:
+    return f"- {call_id}: {_SORTED(facts)[:400]}"
 
 
 def _current(state: dict[str, Any]) -> str:
