@@ -59,11 +59,8 @@ def context_build(state: dict[str, Any], agent: Agent,
             messages.extend(_turn_messages(turn))
         messages.append({"role": "user", "content": _current(state)})
         return messages
-    fixed, turn_chars = len(messages), 0
-    for turn in window:
-        turn_messages, chars = _remembered(turn, memo)
-        messages.extend(turn_messages)
-        turn_chars += chars
+    fixed = len(messages)
+    turn_chars = _remembered(window, memo, messages)
     if len(memo) > 4 * KEEP_TURNS + 40:
         keep: set[Any] = {id(t) for t in window} | {"facts", "size"}
         keep.update(("fact", call_id) for call_id in list(state["facts"])[-20:])
@@ -218,21 +215,25 @@ def _current(state: dict[str, Any]) -> str:
     return text
 
 
-def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> tuple[list[dict[str, Any]], int]:
-    """Return the messages of ``turn`` and their size (``_chars``), made again only when
-    it changed."""
-    # The entry holds the turn itself (so its id is not reused) and a copy of each of its
+def _remembered(window: list[dict[str, Any]], memo: dict[Any, tuple],
+                messages: list[dict[str, Any]]) -> int:
+    """Append the messages of the turns in ``window`` to ``messages`` and return their size
+    (``_chars``); a turn's are made again only when it changed (one loop, not a call a turn)."""
+    # An entry holds the turn itself (so its id is not reused) and a copy of each of its
     # calls as they were: the messages are made from a call's id, name, args and result
     # alone, so calls still equal to those copies (the same objects, compared at once, or
     # equal ones) make the same messages.
-    entry = memo.get(id(turn))
-    if (entry is not None and entry[0] is turn and entry[1] == turn["text"]
-            and entry[2] == turn["calls"]):
-        return entry[3], entry[4]
-    messages = _turn_messages(turn)
-    chars = _chars(messages)
-    memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]], messages, chars)
-    return messages, chars
+    chars = 0
+    for turn in window:
+        entry = memo.get(id(turn))
+        if (entry is None or entry[0] is not turn or entry[1] != turn["text"]
+                or entry[2] != turn["calls"]):
+            made = _turn_messages(turn)
+            entry = memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]],
+                                      made, _chars(made))
+        messages.extend(entry[3])
+        chars += entry[4]
+    return chars
 
 
 def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:
