@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypeVar
 
-from django.db import IntegrityError
+from django.db import IntegrityError, router
 from django.db.models import ForeignObjectRel, Model
 from django.db.models.base import ModelState
-from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.fields.related_descriptors import (ForeignKeyDeferredAttribute,
+                                                         ForwardManyToOneDescriptor)
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_init, pre_init
 
@@ -60,9 +61,9 @@ def row_new(model: type[M], **values: Any) -> M:
     of a ToolCall's 32 fields from its keywords (a KeyError for each one left out) and asks
     each for its default. Here the defaults that are values are copied in one go, in field
     order, and the given values set over them: the instance is the same (its ``__dict__``
-    and ``_state``). A related row given by name still goes through its descriptor (type
-    check, database routing, cache). Anything else (a property, a field with its own
-    descriptor, a pre_init or post_init receiver) takes ``__init__`` itself.
+    and ``_state``). A related row given by name is set as its descriptor sets it (type
+    check, database routing, cache: ``_relate``). Anything else (a property, a field with
+    its own descriptor, a pre_init or post_init receiver) takes ``__init__`` itself.
     """
     shape = _shape(model)
     if shape is None or pre_init.receivers or post_init.receivers:
@@ -79,18 +80,51 @@ def row_new(model: type[M], **values: Any) -> M:
         if name in blank:
             state[name] = value
         elif name in related:
-            setattr(obj, name, value)
+            _relate(obj, name, related[name], value)
         else:
             return model(**values)
     return obj
 
 
+def _relate(obj: Model, name: str, fk: tuple | None, value: Any) -> None:
+    """Set the related row ``value`` on the new row ``obj`` as ForwardManyToOneDescriptor's
+    ``__set__`` does (its type, both rows' database by the router, the relation allowed, the
+    key column, the cache), without its generic steps: ``obj`` is new, so no related row is
+    cached on it yet (a row per tool call and per attempt, each step). ``fk``: ``_fk``'s."""
+    if fk is None or not isinstance(value, fk[0]):  # None, a wrong type, a composite key
+        setattr(obj, name, value)
+        return
+    _, attname, target_attname, cache_name = fk
+    if obj._state.db is None:
+        obj._state.db = router.db_for_write(type(obj), instance=value)
+    if value._state.db is None:
+        value._state.db = router.db_for_write(type(value), instance=obj)
+    if not router.allow_relation(value, obj):
+        raise ValueError(f'Cannot assign "{value!r}": the current database router prevents '
+                         "this relation.")
+    obj.__dict__[attname] = getattr(value, target_attname)
+    obj._state.fields_cache[cache_name] = value
+
+
+def _fk(model: type[Model], f: Any) -> tuple | None:
+    """Return (related model, key attname, related key attname, cache name) of a plain
+    one-column foreign key ``_relate`` may set itself, else None (its descriptor sets it)."""
+    if type(model.__dict__.get(f.name)) is not ForwardManyToOneDescriptor:
+        return None
+    pairs = f.related_fields
+    if len(pairs) != 1:
+        return None
+    return (f.remote_field.model._meta.concrete_model, pairs[0][0].attname, pairs[0][1].attname,
+            f.cache_name)
+
+
 @cache
-def _shape(model: type[Model]) -> tuple[dict[str, Any], tuple, frozenset[str]] | None:
+def _shape(model: type[Model]) -> tuple[dict[str, Any], tuple, dict[str, Any]] | None:
     """Return (each field's default as a value, by attname, in field order; the callable
-    defaults; the names of related fields), or None when ``row_new`` must use ``__init__``."""
+    defaults; the related fields by name, with ``_fk``'s), or None when ``row_new`` must use
+    ``__init__``."""
     blank: dict[str, Any] = {}
-    called, related = [], set()
+    called, related = [], {}
     for f in model._meta.fields:
         if f.column is None or f.generated:
             continue
@@ -103,5 +137,5 @@ def _shape(model: type[Model]) -> tuple[dict[str, Any], tuple, frozenset[str]] |
         else:
             blank[f.attname] = f._get_default()  # the very value get_default() returns
         if isinstance(f.remote_field, ForeignObjectRel):
-            related.add(f.name)
-    return blank, tuple(called), frozenset(related)
+            related[f.name] = _fk(model, f)
+    return blank, tuple(called), related

@@ -36,6 +36,7 @@ import psycopg
 from django.conf import settings
 
 from runs.engine.runtime.queue import worker_name
+from agentops.hot_settings import hot_setting
 
 _CHECK_S = 5.0  # how often a held owner session is checked to be alive (one SELECT 1)
 _lock = threading.Lock()
@@ -45,7 +46,7 @@ _inherited: list[Any] = []  # a parent's session after a fork: never used, never
 
 def pooled() -> bool:
     """Return True when a transaction-mode pooler stands between AgentOps and PostgreSQL."""
-    return settings.AGENTOPS_DB_POOLER == "transaction"
+    return hot_setting("AGENTOPS_DB_POOLER") == "transaction"
 
 
 def session_name() -> str:

@@ -62,3 +62,34 @@ def test_anything_else_takes_the_constructor():
     finally:
         post_init.disconnect(receiver, sender=ToolCall)
     assert seen == [row]
+
+
+class _Router:
+    """A router naming its own database for writes and refusing relations when told."""
+
+    refuse = False
+
+    def db_for_write(self, model, **hints):
+        return "routed"
+
+    def allow_relation(self, obj1, obj2, **hints):
+        return not self.refuse
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_a_related_row_is_routed_and_allowed_by_the_router_as_by_its_descriptor(settings, refuse):
+    router = _Router()
+    router.refuse = refuse
+    settings.DATABASE_ROUTERS = [router]
+    values = {"attempt": 1, "status": "running", "worker": "w"}
+    if refuse:
+        for make in (row_new, _django):
+            with pytest.raises(ValueError, match="router prevents this relation"):
+                make(ToolAttempt, tool_call=_call(row_new), **values)
+        return
+    ours_call, theirs_call = _call(row_new), _call(row_new)
+    ours = row_new(ToolAttempt, tool_call=ours_call, **values)
+    theirs = ToolAttempt(tool_call=theirs_call, **values)
+    assert ours._state.db == theirs._state.db == "routed"
+    assert ours_call._state.db == theirs_call._state.db == "routed"
+    assert _fields(ours) == _fields(theirs) and ours.tool_call is ours_call

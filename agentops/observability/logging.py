@@ -8,8 +8,6 @@ Threads do not inherit it: run thread work with ``contextvars.copy_context().run
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -23,18 +21,31 @@ _KNOWN = frozenset(RUN_FIELDS)
 _context: ContextVar[dict[str, Any] | None] = ContextVar("agentops_run_log_context", default=None)
 
 
-@contextmanager
-def run_log_context(**fields: Any) -> Iterator[None]:
+def run_log_context(**fields: Any) -> _RunLogContext:
     """Stamp ``fields`` on every log record inside the block (nested blocks add to the outer)."""
-    if not _KNOWN.issuperset(fields):  # entered around every unit: no sets built
-        unknown = set(fields) - _KNOWN
-        raise TypeError(f"run_log_context takes {', '.join(RUN_FIELDS)}; got {sorted(unknown)}")
-    values = {k: (str(v) if k == "run_id" else v) for k, v in fields.items() if v is not None}
-    token = _context.set({**(_context.get() or {}), **values})
-    try:
-        yield
-    finally:
-        _context.reset(token)
+    return _RunLogContext(fields)
+
+
+class _RunLogContext:
+    """``run_log_context``'s block: a class, not a generator context manager, which costs
+    about four times the instructions to enter and leave (it is entered around every unit)."""
+
+    __slots__ = ("fields", "token")
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+
+    def __enter__(self) -> None:
+        fields = self.fields
+        if not _KNOWN.issuperset(fields):  # no sets built
+            unknown = set(fields) - _KNOWN
+            raise TypeError(f"run_log_context takes {', '.join(RUN_FIELDS)}; "
+                            f"got {sorted(unknown)}")
+        values = {k: (str(v) if k == "run_id" else v) for k, v in fields.items() if v is not None}
+        self.token = _context.set({**(_context.get() or {}), **values})
+
+    def __exit__(self, *exc: object) -> None:
+        _context.reset(self.token)
 
 
 def run_log_stamp(**fields: Any) -> None:

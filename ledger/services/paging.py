@@ -40,12 +40,30 @@ _PARAMETERS = {
 }
 
 
-def page_tools(state: dict[str, Any]) -> list[dict[str, Any]]:
-    """Return [the next_page tool schema] once a result in the run has a cursor, else []."""
-    for f in state["facts"].values():  # every call's facts, every turn: a plain loop
+def page_tools(state: dict[str, Any], memo: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Return [the next_page tool schema] once a result in the run has a cursor, else [].
+
+    ``memo`` (one per session) keeps the facts looked at last time and the answer: facts
+    are only added or replaced (never edited), so when those are still the first ones, the
+    same objects (or equal ones: the list comparison takes the same objects as equal at
+    once, without a Python step per fact), only the facts added since are looked at.
+    """
+    facts = list(state["facts"].values())
+    known = memo.get("facts") if memo is not None else None
+    if known is not None and len(known) <= len(facts) and known == facts[:len(known)]:
+        found = memo["found"] or _cursor_in(facts[len(known):])
+    else:
+        found = _cursor_in(facts)
+    if memo is not None:
+        memo["facts"], memo["found"] = facts, found
+    return [next_page_spec(None).schema()] if found else []
+
+
+def _cursor_in(facts: list[Any]) -> bool:
+    for f in facts:
         if isinstance(f, dict) and f.get("next_cursor"):
-            return [next_page_spec(None).schema()]
-    return []
+            return True
+    return False
 
 
 def next_page_spec(agent: Any) -> ToolSpec:
@@ -97,6 +115,8 @@ def _check_cursor(run_id: str, origin: ToolCall, cursor: str) -> None:
 
 def is_stream(log: Any) -> bool:
     """Return True when a ToolResult.log is a path or file object (streamed, not loaded)."""
+    if log is None or type(log) is str or type(log) is bytes:  # most results: no ABC check
+        return False
     return isinstance(log, os.PathLike) or hasattr(log, "read")
 
 

@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 
+from agentops.hot_settings import hot_setting
 from agentops.jsonstate import NotJSONSerializable, check_json, json_encoder, strip_nul
 from agentops.redaction import EMPTY, Secrets
 from agentops.tools import ToolResult
@@ -56,7 +56,7 @@ def result_layer(raw: Any, *, tool: str, secrets: Secrets = EMPTY) -> Layered:
     except NotJSONSerializable as exc:
         raise InvalidToolOutput(f"tool {tool} returned facts that are not JSON: {exc}") from None
     raw = _scrubbed(raw, secrets)
-    limit = settings.AGENTOPS_INLINE_RESULT_BYTES
+    limit = hot_setting("AGENTOPS_INLINE_RESULT_BYTES")
     facts_text = _FACTS_TEXT(raw.facts)
     summary = strip_nul(raw.summary or "")  # text for the model: repaired, not refused
     if is_stream(raw.log):

@@ -1,4 +1,5 @@
 """Paged tool results: the model asks for pages with next_page; the context holds only those."""
+import io
 import json
 
 import pytest
@@ -7,6 +8,7 @@ from agentops.agents import Agent, StepSpec, registry
 from agentops.llm.scripted import ScriptedModel, call, say
 from agentops.tools import ToolResult, tool
 from ledger.models import ToolCall
+from ledger.services.paging import is_stream, page_tools
 from runs.engine.core.context import context_build
 from runs.engine.runtime.snapshots import load_state
 from runs.services import run_start
@@ -102,3 +104,24 @@ def test_a_tool_without_a_pager_is_called_again_with_the_cursor(engine):
     assert drive(run) == "succeeded"
     second = load_state(run.pk)["turns"][1]["calls"][0]["result"]
     assert second["summary"] == "rows 50..99 of 10000"
+
+
+@pytest.mark.parametrize("with_memo", [False, True])
+def test_next_page_is_offered_while_any_fact_has_a_cursor_however_the_facts_changed(with_memo):
+    memo = {} if with_memo else None
+    state = {"facts": {"tc_1": {"x": 1}, "tc_2": [1, 2]}}
+    assert page_tools(state, memo) == []
+    state["facts"]["tc_3"] = {"next_cursor": "50"}  # added
+    assert [t["function"]["name"] for t in page_tools(state, memo)] == ["next_page"]
+    state["facts"]["tc_3"] = {"next_cursor": None}  # replaced: the last page
+    assert page_tools(state, memo) == []
+    state["facts"]["tc_1"] = {"x": 1, "next_cursor": "9"}  # an earlier fact replaced
+    assert page_tools(state, memo) != []
+    state["facts"]["tc_1"] = {"x": 1}
+    state["facts"]["tc_4"] = {"y": 2}
+    assert page_tools(state, memo) == []
+
+
+def test_a_log_is_streamed_when_it_is_a_path_or_a_file_object_only(tmp_path):
+    assert not any(is_stream(log) for log in (None, "text", b"bytes", bytearray(b"x")))
+    assert is_stream(tmp_path / "log.txt") and is_stream(io.BytesIO(b"x"))

@@ -4,9 +4,11 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentops.jsonstate import json_plain
 from runs.engine.core import reducer
 from runs.engine.runtime.events import NewEvent, event_append
 from runs.engine.runtime.snapshots import load_state, replay_state, snapshot_build
+from runs.statuses import RunStatus
 
 _text = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12)
 _call = st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "args": st.dictionaries(_text, st.integers(), max_size=2)})
@@ -82,3 +84,10 @@ def test_same_result_delivered_twice_is_one_fact():
     assert final["facts"] == {"tc_1": {"x": 1}}
     assert final["usage"]["tool_calls"] == 1
     assert [c["result"]["facts"] for t in final["turns"] for c in t["calls"]] == [{"x": 1}]
+
+
+def test_a_status_given_as_its_enum_member_is_kept_as_plain_text():
+    state = reducer.reduce(reducer.empty_state(),
+                           {"seq": 1, "type": "run.status", "data": {"to": RunStatus.RUNNING}})
+    assert type(state["status"]) is str and state["status"] == "running"
+    assert json_plain(state)  # a snapshot's JSON check passes in its one quick walk

@@ -59,11 +59,8 @@ def context_build(state: dict[str, Any], agent: Agent,
             messages.extend(_turn_messages(turn))
         messages.append({"role": "user", "content": _current(state)})
         return messages
-    fixed, turn_chars = len(messages), 0
-    for turn in window:
-        turn_messages, chars = _remembered(turn, memo)
-        messages.extend(turn_messages)
-        turn_chars += chars
+    fixed = len(messages)
+    turn_chars = _remembered(window, memo, messages)
     if len(memo) > 4 * KEEP_TURNS + 40:
         keep: set[Any] = {id(t) for t in window} | {"facts", "size"}
         keep.update(("fact", call_id) for call_id in list(state["facts"])[-20:])
@@ -179,23 +176,24 @@ def _last(items: dict[str, Any], n: int) -> list[tuple[str, Any]]:
 def _fact_lines(items: list[tuple[str, Any]], memo: dict[Any, tuple] | None) -> str:
     """Return the lines of the last facts; unchanged since the last call (the same or equal
     facts under the same ids: a line is made from them alone), the lines made then."""
-    entry = memo.get("facts") if memo is not None else None
+    if memo is None:
+        return "\n".join(_fact_line(call_id, facts) for call_id, facts in items)
+    entry = memo.get("facts")
     if entry is not None and entry[0] == items:
         return entry[1]
-    text = "\n".join(_fact_line(call_id, facts, memo) for call_id, facts in items)
-    if memo is not None:
-        memo["facts"] = (items, text)
+    lines = []
+    for call_id, facts in items:  # a plain loop: every model turn, most lines known
+        known = memo.get(("fact", call_id))
+        if known is None or known[0] is not facts:
+            known = memo[("fact", call_id)] = (facts, _fact_line(call_id, facts))
+        lines.append(known[1])
+    text = "\n".join(lines)
+    memo["facts"] = (items, text)
     return text
 
 
-def _fact_line(call_id: str, facts: Any, memo: dict[Any, tuple] | None) -> str:
-    entry = memo.get(("fact", call_id)) if memo is not None else None
-    if entry is not None and entry[0] is facts:
-        return entry[1]
-    line = f"- {call_id}: {_SORTED(facts)[:400]}"
-    if memo is not None:
-        memo[("fact", call_id)] = (facts, line)
-    return line
+def _fact_line(call_id: str, facts: Any) -> str:
+    return f"- {call_id}: {_SORTED(facts)[:400]}"
 
 
 def _current(state: dict[str, Any]) -> str:
@@ -217,21 +215,25 @@ def _current(state: dict[str, Any]) -> str:
     return text
 
 
-def _remembered(turn: dict[str, Any], memo: dict[Any, tuple]) -> tuple[list[dict[str, Any]], int]:
-    """Return the messages of ``turn`` and their size (``_chars``), made again only when
-    it changed."""
-    # The entry holds the turn itself (so its id is not reused) and a copy of each of its
+def _remembered(window: list[dict[str, Any]], memo: dict[Any, tuple],
+                messages: list[dict[str, Any]]) -> int:
+    """Append the messages of the turns in ``window`` to ``messages`` and return their size
+    (``_chars``); a turn's are made again only when it changed (one loop, not a call a turn)."""
+    # An entry holds the turn itself (so its id is not reused) and a copy of each of its
     # calls as they were: the messages are made from a call's id, name, args and result
     # alone, so calls still equal to those copies (the same objects, compared at once, or
     # equal ones) make the same messages.
-    entry = memo.get(id(turn))
-    if (entry is not None and entry[0] is turn and entry[1] == turn["text"]
-            and entry[2] == turn["calls"]):
-        return entry[3], entry[4]
-    messages = _turn_messages(turn)
-    chars = _chars(messages)
-    memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]], messages, chars)
-    return messages, chars
+    chars = 0
+    for turn in window:
+        entry = memo.get(id(turn))
+        if (entry is None or entry[0] is not turn or entry[1] != turn["text"]
+                or entry[2] != turn["calls"]):
+            made = _turn_messages(turn)
+            entry = memo[id(turn)] = (turn, turn["text"], [dict(c) for c in turn["calls"]],
+                                      made, _chars(made))
+        messages.extend(entry[3])
+        chars += entry[4]
+    return chars
 
 
 def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.conf import settings
 
+from agentops.hot_settings import hot_setting
 from agentops.tools import ToolSpec
 from ledger.models import ToolAttempt, ToolCall
 
@@ -27,12 +27,12 @@ def tool_timeout(spec: ToolSpec) -> float:
     """
     if spec.timeout is not None:
         return float(spec.timeout)
-    return float(settings.AGENTOPS_TOOL_TIMEOUT_S)
+    return float(hot_setting("AGENTOPS_TOOL_TIMEOUT_S"))
 
 
 def hard_deadline(spec: ToolSpec, started: dt.datetime) -> dt.datetime:
     """Return when an attempt started at ``started`` can no longer be in flight."""
-    return started + dt.timedelta(seconds=tool_timeout(spec) + settings.AGENTOPS_LEASE_TTL_S)
+    return started + dt.timedelta(seconds=tool_timeout(spec) + hot_setting("AGENTOPS_LEASE_TTL_S"))
 
 
 def attempt_started(call: ToolCall, attempt: int) -> dt.datetime:

@@ -64,7 +64,7 @@ def model_turn(session: RunSession, step: str) -> None:
     options = getattr(model, "options", None) or ModelOptions()
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [
         t.schema(strict=options.strict) for t in session.agent.tools]
-    tools += page_tools(s) + expand_tools(s) if step != PLAN_STEP else []
+    tools += page_tools(s, session.tools_memo) + expand_tools(s) if step != PLAN_STEP else []
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
     span_id = trace_spans.model_began(session)

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.conf import settings
 
 from ledger.models import ToolAttempt, ToolCall
 from runs.engine.runtime.session import RunSession
 from runs.engine.runtime.settlement import Settlement
+from agentops.hot_settings import hot_setting
 
 # How long each (agent, version, tool) read last took in this process, in milliseconds: what
 # says whether its next batch may be held. Process memory only: a worker that never ran the
@@ -46,7 +46,7 @@ def reads_held(session: RunSession, calls: Sequence[ToolCall]) -> bool:
     read's result is still riding: a read may look at the ledger (``next_page`` does), and
     the reply's unit, sent first, writes what rides before the read runs.
     """
-    limit = settings.AGENTOPS_READ_RIDE_MS
+    limit = hot_setting("AGENTOPS_READ_RIDE_MS")
     return (limit > 0 and bool(calls) and not session.riding
             and all(c.effect != "write" for c in calls)
             and len({c.idempotency_key for c in calls}) == len(calls)
@@ -82,7 +82,7 @@ def results_ride(session: RunSession, settled: list[Settlement]) -> bool:
     unit already held back (a held reply goes out before its model is asked again). A
     write's result is never held back: its effect happened, and only its outcome says so.
     """
-    limit = settings.AGENTOPS_READ_RIDE_MS
+    limit = hot_setting("AGENTOPS_READ_RIDE_MS")
     model_ms = session.reply_marks.get("ms")
     return (limit > 0 and model_ms is not None and model_ms <= limit and not session.deferred
             and all(_rides_one(st, limit) for st in settled))

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 
+from agentops.hot_settings import hot_setting
 from agentops import clock
 from agentops.agents import Agent
 from agentops.redaction import EMPTY, Secrets
@@ -76,6 +76,8 @@ class RunSession:
     calls: dict[str, Any] = field(default_factory=dict)
     # Recent turns' model messages and fact lines (runs.engine.core.context), rebuilt on change.
     context_memo: dict[Any, tuple] = field(default_factory=dict)
+    # The facts the tool offer last looked at for a paging cursor (ledger.services.paging).
+    tools_memo: dict[str, Any] = field(default_factory=dict)
     # The run's secrets (sealed arguments + configured), read once; calls sealed later add theirs.
     secrets: Secrets = EMPTY
     # When each step this session started began (step latency, runs.engine.runtime.telemetry).
@@ -206,7 +208,7 @@ class RunSession:
         (indexed) at the same pace as the rest: a fence every other step would otherwise
         make every other Run update write all of the table's indexes (not HOT).
         """
-        ttl = settings.AGENTOPS_LEASE_TTL_S
+        ttl = hot_setting("AGENTOPS_LEASE_TTL_S")
         now = clock.now()
         expires = self.run.lease_expires_at
         if not force and expires is not None and (expires - now).total_seconds() > ttl * 2 / 3:

@@ -59,6 +59,7 @@ from runs.engine.runtime.settlement import Settlement
 from runs.engine.runtime.world import versions_first_used
 from runs.engine.runtime.working_set import run_allowance, state_too_big
 from runs.event_types import EventType
+from runs.models import run_id_text
 
 
 def execute(session: RunSession, step: str, calls: list[ToolCall], events: list[NewEvent],
@@ -129,7 +130,7 @@ def call_job(session: RunSession, step: str, call: ToolCall) -> tuple[ToolCall, 
     """Return (call, its ToolContext, its arguments unsealed) for one attempt."""
     args = dict(call.approved_args or call.args)
     args.update(unseal(call.sealed_args))
-    ctx = ToolContext(run_id=str(session.run.pk), step=step, tool_call_id=call.tool_call_id,
+    ctx = ToolContext(run_id=run_id_text(session.run), step=step, tool_call_id=call.tool_call_id,
                       attempt=call.attempts + 1, idempotency_key=call.idempotency_key)
     ctx.heartbeat = heartbeat_for(session.run, session.worker, [ctx.cancel])
     opened_at = getattr(call, "opened_at", None)

@@ -28,7 +28,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +36,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
                               SmallAutoField, UniqueConstraint)
 
+from agentops.hot_settings import hot_setting
 from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
@@ -96,7 +97,7 @@ def _plan(model: type[Model]) -> _Plan:
 
 def enabled() -> bool:
     """Return whether units may be written as one statement here (PostgreSQL, setting on)."""
-    return _vendor() == "postgresql" and settings.AGENTOPS_UNIT_SQL
+    return _vendor() == "postgresql" and hot_setting("AGENTOPS_UNIT_SQL")
 
 
 @cache
@@ -375,9 +376,17 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
 def _json_value(value: Any) -> Any:
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
+    if type(value) is uuid.UUID:
+        return _uuid_text(value)
     if isinstance(value, (uuid.UUID, decimal.Decimal)):
         return str(value)
     return value
+
+
+@lru_cache(maxsize=256)
+def _uuid_text(value: uuid.UUID) -> str:
+    """Return ``str(value)``: a run's rows repeat its id, and UUID.__str__ formats in Python."""
+    return str(value)
 
 
 def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:

@@ -9,8 +9,8 @@ its other runs instead of dying of it.
 """
 from __future__ import annotations
 
-from django.conf import settings
 
+from agentops.hot_settings import hot_setting
 from agentops.errors import ConfigError
 from agentops.memory import Allowance, process_limit
 from runs.engine.runtime.session import RunSession
@@ -18,10 +18,10 @@ from runs.engine.runtime.session import RunSession
 
 def run_allowance(session: RunSession) -> Allowance:
     """Return how many more bytes of tool results ``session``'s run may hold, and why."""
-    share = settings.AGENTOPS_MEMORY_SHARE
+    share = hot_setting("AGENTOPS_MEMORY_SHARE")
     if not 0 < share <= 1:
         raise ConfigError(f"AGENTOPS_MEMORY_SHARE must be a fraction in (0, 1], not {share!r}")
-    limit, source = process_limit(settings.AGENTOPS_MEMORY_LIMIT_BYTES)
+    limit, source = process_limit(hot_setting("AGENTOPS_MEMORY_LIMIT_BYTES"))
     budget, state = int(limit * share), session.state_bytes()
     return Allowance(max(budget - state, 0), lambda: (
         f"AGENTOPS_MEMORY_SHARE {share * 100:g}% of this process's {limit:,} bytes ({source}) "
