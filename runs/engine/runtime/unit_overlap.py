@@ -40,11 +40,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from django.conf import settings
 from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
 from agentops.control import LeaseLost
+from agentops.hot_settings import hot_setting
 
 
 class UnitNotCommitted(LeaseLost):
@@ -212,7 +212,7 @@ def _send_pipelined(raw: Any, state: _State, pending: _Pending) -> None:
 
 def in_flight_bound() -> int:
     """Return how many units may be in flight on one connection (at least 1)."""
-    return settings.AGENTOPS_UNITS_IN_FLIGHT
+    return hot_setting("AGENTOPS_UNITS_IN_FLIGHT")
 
 
 def settled(raw: Any | None, *, quiet: bool = False, keep: int = 0) -> None:
