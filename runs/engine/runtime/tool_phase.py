@@ -17,7 +17,8 @@ from runs.engine.runtime.events import NewEvent
 from runs.engine.runtime.fencing import attempt_started, hard_deadline
 from runs.engine.runtime.outcomes import go_unknown, wait
 from runs.engine.runtime.session import RunSession
-from runs.engine.runtime.tool_call import call_job, execute, record_settled, settle
+from runs.engine.runtime.tool_call import call_job, execute, record_settled
+from runs.engine.runtime.tool_settle import settle
 from runs.event_types import EventType
 
 _RUNNABLE = {S.PENDING, S.CONFIRMED_NOT_EXECUTED, S.TIMED_OUT, S.FAILED}
