@@ -105,8 +105,8 @@ def test_two_units_are_in_flight_at_once_and_a_third_reads_the_oldest(run, setti
     _not_behind_a_pooler()
     settings.AGENTOPS_UNITS_IN_FLIGHT = 2
     raw, told = connection.connection, []
-    for note in ("first", "second"):
-        _unit(run, note, calls=[_call(run, len(told) + (note == "second"))])
+    for turn, note in enumerate(("first", "second")):
+        _unit(run, note, calls=[_call(run, turn)])
         unit_overlap.after_commit(raw, lambda note=note: told.append(note))
     assert told == [], "a unit was read before a third went out"
     _unit(run, "third")

@@ -315,10 +315,7 @@ def _result(pg: Any, pending: _Pending) -> Any:
     """Wait for ``pending``'s result (and, in pipeline mode, its Sync); return it, or None."""
     results = _results(pg)
     if pending.synced:
-        pg.consume_input()
-        while pg.is_busy():
-            select.select([pg.socket], [], [])
-            pg.consume_input()
+        _ready(pg)
         pg.get_result()  # its PIPELINE_SYNC
     return results[0] if results else None
 
@@ -356,14 +353,19 @@ def _results(pg: Any) -> list[Any]:
     """Wait (GIL released) for the statement in flight; return its results."""
     out = []
     while True:
-        pg.consume_input()
-        while pg.is_busy():
-            select.select([pg.socket], [], [])
-            pg.consume_input()
+        _ready(pg)
         res = pg.get_result()
         if res is None:
             return out
         out.append(res)
+
+
+def _ready(pg: Any) -> None:
+    """Wait (GIL released) until libpq holds the next result whole."""
+    pg.consume_input()
+    while pg.is_busy():
+        select.select([pg.socket], [], [])
+        pg.consume_input()
 
 
 def _flush(pg: Any) -> None:
