@@ -8,8 +8,9 @@ Figures: runs in flight (peak of runs held by the worker at once), steps/s (mode
 per second: overall, and over the middle half of the busy window) against the ideal N / L,
 p99 step latency above L (the gap between two model replies of a run, minus L), memory per
 in-flight run (worker host RSS at peak minus idle, over the peak in flight), connections
-(the host's PostgreSQL sessions, peak), the host's CPU per model reply (in all, and by
-role: parent, q2 sentinel, q2 worker processes, lease keepers), and the machine's commit
+(the host's PostgreSQL sessions, peak), the host's CPU per model reply (in all, over the
+middle half of the busy window (the steady state, without the runs' claims, starts and ends),
+and by role: parent, q2 sentinel, q2 worker processes, lease keepers), and the machine's commit
 floor. Ramp-up: seconds from the first tick enqueued to the peak, and to 90% and 100% of N
 runs in flight. Ticks:
 q2 tasks enqueued and taken by the host (``django_q_ormq`` rows inserted and locked, from
@@ -164,7 +165,7 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
     for pk in ids:
         enqueue_tick(pk)
     peak = {"in_flight": 0, "sessions": 0, "rss_mb": idle_mb, "rss_at_peak_mb": idle_mb,
-            "cpu_s": {}}
+            "cpu_s": {}, "cpu_samples": []}
     cpu0 = _cpu_roles(_group(pgid))
     while time.monotonic() - t0 < 600 + 5 * RUNS * (STEPS + 1) * DELAY_S:
         running = Run.objects.filter(pk__in=ids, status="running").count()
@@ -180,6 +181,7 @@ def _watch(ids: list, pgid: int, idle_mb: float) -> dict:
         peak["processes"] = max(peak.get("processes", 0), len(pids))
         peak["rss_mb"] = max(peak["rss_mb"], rss)
         peak["cpu_s"] = {k: v - cpu0[k] for k, v in _cpu_roles(pids).items()}
+        peak["cpu_samples"].append((time.time(), sum(peak["cpu_s"].values())))
         if not Run.objects.filter(pk__in=ids).exclude(status__in=("succeeded", "failed",
                                                                   "blocked")).exists():
             break
@@ -215,9 +217,25 @@ def _steps(ids: list, delay_s: float) -> dict:
     q1, q3 = first + (last - first) / 4, first + 3 * (last - first) / 4
     middle = sum(1 for t in times if q1 <= t <= q3)
     return {"model_calls": len(times), "steps_per_s": round(len(times) / (last - first), 1),
-            "steps_per_s_mid": round(middle / (q3 - q1), 1),
+            "steps_per_s_mid": round(middle / (q3 - q1), 1), "mid": (q1, q3, times),
             "above_l_ms": {k: round(v * 1000, 1) if k != "n" else v
                            for k, v in percentiles(gaps).items()}}
+
+
+def _cpu_mid(samples: list[tuple[float, float]], mid: tuple) -> float | None:
+    """Return the host's CPU ms per model reply over the middle half of the busy window.
+
+    Between the first CPU sample at or after its start and the last at or before its end,
+    over the replies between those two samples: the steady state, without the runs' claims,
+    starts and ends that the whole pass's figure also spreads over the replies.
+    """
+    q1, q3, times = mid
+    inside = [(t, cpu) for t, cpu in samples if q1 <= t <= q3]
+    if len(inside) < 2:
+        return None
+    (t0, cpu0), (t1, cpu1) = inside[0], inside[-1]
+    replies = sum(1 for t in times if t0 <= t <= t1)
+    return round(1000 * (cpu1 - cpu0) / replies, 2) if replies else None
 
 
 def _recoveries(ids: list) -> dict:
@@ -277,7 +295,8 @@ def main() -> None:
         "wall_s": round(peak["wall_s"], 1), "ended": peak["ended"],
         "peak_in_flight": peak["in_flight"], "to_peak_s": peak.get("to_peak_s"),
         "to_90%_in_flight_s": peak.get("to_90%_s"), "to_100%_in_flight_s": peak.get("to_100%_s"),
-        "ticks": got["ticks"], **steps, "recoveries": got["recoveries"],
+        "ticks": got["ticks"], **{k: v for k, v in steps.items() if k != "mid"},
+        "recoveries": got["recoveries"],
         "n_over_l": RUNS / DELAY_S if DELAY_S else None, "engine_cap_steps_per_s": cap,
         "ideal_steps_per_s": ideal, "mid_vs_ideal": round(steps["steps_per_s_mid"] / ideal, 3),
         "rss_idle_mb": round(idle_mb, 1), "rss_at_peak_mb": round(peak["rss_at_peak_mb"], 1),
@@ -292,6 +311,7 @@ def main() -> None:
                                         / steps["model_calls"], 1),
         "cpu_ms_per_step_by_role": {k: round(1000 * v / steps["model_calls"], 2)
                                     for k, v in peak["cpu_s"].items()},
+        "worker_cpu_ms_per_step_mid": _cpu_mid(peak["cpu_samples"], steps["mid"]),
         "peak_sessions": peak["sessions"], "commit_floor_per_s": round(floor),
         "load_avg": os.getloadavg()[0], "db": connection.settings_dict["NAME"]})
 
