@@ -181,7 +181,7 @@ def test_fault_family_kill_pause_stream_cut_db_terminate_hung_thread_straggler(
         w.stop()
     chaos_s = time.monotonic() - began
     runs = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
-    lost, unexplained = _recoveries(runs, faults)
+    lost, unexplained = _recoveries(runs, faults, _replaced_pids(hosts))
     _report(runs, faults, provider, chaos_s, lost, _replacements(hosts))
 
     assert len(runs) == len(plan) + len(busy), "a run was lost"
@@ -264,12 +264,16 @@ def _settle(ids: set, *, until: float) -> None:
         time.sleep(0.5)
 
 
-def _recoveries(runs: dict, faults: list[Fault]) -> tuple[dict[str, list[set[str]]], list]:
+def _recoveries(runs: dict, faults: list[Fault], replaced: set[str]
+                ) -> tuple[dict[str, list[set[str]]], list]:
     """Return, per run, the faults that explain each of its recoveries (lost its worker).
 
     A recovery is explained by a fault that took the lost owner's process before it (kill,
-    pause, db_terminate), or by the owner being the process whose tool hung (it is replaced).
-    Also returns the recoveries no fault explains (a worker that was not lost).
+    pause, db_terminate), or by the owner being the process whose tool hung (it is replaced):
+    the one that ran the hang tool's first recorded attempt, or one whose log says it exits to
+    be replaced for hung threads (``replaced``, pids). A hang whose reply was held (a quick
+    read, runs.engine.runtime.read_rides) leaves no attempt in the log: its process's log is
+    the only trace. Also returns the recoveries no fault explains (a worker that was not lost).
     """
     hung = {_hung_holder(r) for r in runs.values() if r.agent_name == "chaos_hang"}
     out: dict[str, list[set[str]]] = defaultdict(list)
@@ -277,7 +281,7 @@ def _recoveries(runs: dict, faults: list[Fault]) -> tuple[dict[str, list[set[str
     for ev in Event.objects.filter(run_id__in=list(runs), type="run.recovered").order_by("at"):
         owner = ev.data["lost_owner"]
         why = {f.kind for f in faults if owner in f.owners and f.at <= ev.at}
-        why |= {"hung_tool"} if owner in hung else set()
+        why |= {"hung_tool"} if owner in hung or owner.rsplit(":", 1)[-1] in replaced else set()
         out[str(ev.run_id)].append(why)
         if not why:
             unexplained.append((str(ev.run_id)[:8], runs[ev.run_id].agent_name, owner,
@@ -334,6 +338,13 @@ def _assert_faults_happened(faults: list[Fault], provider, tmp_path) -> None:
     # Its holder was lost (replaced for its hung thread, or taken by another fault first).
     hung = Run.objects.filter(agent_name="chaos_hang", recoveries__gte=1).count()
     assert hung == 2, "a run whose tool hung was never recovered"
+
+
+def _replaced_pids(hosts) -> set[str]:
+    """Return the pids of the worker processes that exited to be replaced for hung threads."""
+    logs = [w.log_dir / f"{w.name}-{k}.log" for w in hosts for k in range(1, w.starts + 1)]
+    return {m for p in logs for m in re.findall(r"worker process (\d+) exits now to be replaced",
+                                                 p.read_text(errors="replace"))}
 
 
 def _replacements(hosts) -> int:
