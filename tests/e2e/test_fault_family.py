@@ -181,8 +181,9 @@ def test_fault_family_kill_pause_stream_cut_db_terminate_hung_thread_straggler(
         w.stop()
     chaos_s = time.monotonic() - began
     runs = {r.pk: r for r in Run.objects.filter(pk__in=ids)}
-    lost, unexplained = _recoveries(runs, faults, _replaced_pids(hosts))
-    _report(runs, faults, provider, chaos_s, lost, _replacements(hosts))
+    replaced = _replaced_pids(hosts)
+    lost, unexplained = _recoveries(runs, faults, replaced)
+    _report(runs, faults, provider, chaos_s, lost, len(replaced))
 
     assert len(runs) == len(plan) + len(busy), "a run was lost"
     stuck = [(str(r.pk)[:8], r.agent_name, r.status) for r in runs.values()
@@ -272,8 +273,8 @@ def _recoveries(runs: dict, faults: list[Fault], replaced: set[str]
     pause, db_terminate), or by the owner being the process whose tool hung (it is replaced):
     the one that ran the hang tool's first recorded attempt, or one whose log says it exits to
     be replaced for hung threads (``replaced``, pids). A hang whose reply was held (a quick
-    read, runs.engine.runtime.read_rides) leaves no attempt in the log: its process's log is
-    the only trace. Also returns the recoveries no fault explains (a worker that was not lost).
+    read, runs.engine.runtime.read_rides) can leave no attempt in the log: then its process's
+    log is the only trace. Also returns the recoveries no fault explains (a worker that was not lost).
     """
     hung = {_hung_holder(r) for r in runs.values() if r.agent_name == "chaos_hang"}
     out: dict[str, list[set[str]]] = defaultdict(list)
@@ -345,12 +346,6 @@ def _replaced_pids(hosts) -> set[str]:
     logs = [w.log_dir / f"{w.name}-{k}.log" for w in hosts for k in range(1, w.starts + 1)]
     return {m for p in logs for m in re.findall(r"worker process (\d+) exits now to be replaced",
                                                  p.read_text(errors="replace"))}
-
-
-def _replacements(hosts) -> int:
-    """Return how many worker processes exited to be replaced for their hung threads."""
-    logs = [w.log_dir / f"{w.name}-{k}.log" for w in hosts for k in range(1, w.starts + 1)]
-    return sum(p.read_text(errors="replace").count("exits now to be replaced") for p in logs)
 
 
 def _latencies(faults: list[Fault]) -> dict[str, list[float]]:
