@@ -25,6 +25,7 @@ from agentops.llm.protocol import (
     ServerError,
     TextSink,
     Usage,
+    messages_json,
 )
 from agentops.llm.provider_errors import safe_code, status_error
 from agentops.llm.repair import complete_with_repair
@@ -135,7 +136,7 @@ class OpenAICompatClient:
         ChatCompletion) cost twice the CPU of the HTTP call itself, the most of any part of a
         step with hundreds of runs in flight; a failure maps as the SDK's would.
         """
-        return self._lanes.post_json(json.dumps(body).encode(), _response_error)
+        return self._lanes.post_json(_body_json(body).encode(), _response_error)
 
     def _reply(self, completion: Any) -> ModelReply:
         """Convert a decoded chat.completion into a ModelReply; a malformed one is a ServerError."""
@@ -166,6 +167,15 @@ class OpenAICompatClient:
             finish_reason="refusal" if refusal and finish == "stop" else finish,
             model=completion.get("model") or self.model,
         )
+
+
+def _body_json(body: dict[str, Any]) -> str:
+    """Return ``json.dumps(body)``; its messages (the last key) as agentops.llm.protocol's
+    ``messages_json`` writes them: a recent turn's messages are not encoded again each call."""
+    *head, (last, messages) = body.items()
+    if last != "messages" or not head:
+        return json.dumps(body)
+    return f"{json.dumps(dict(head))[:-1]}, \"messages\": {messages_json(messages)}}}"
 
 
 def _response_error(response: Any) -> ModelError:

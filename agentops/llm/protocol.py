@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NoReturn, Protocol, runtime_checkable
+
+from agentops.jsonstate import json_encoder
 
 TextSink = Callable[[str], None]
 # finish reasons that mean the model (or its provider's filter) refused to answer
@@ -93,6 +95,47 @@ class ModelOptions:
     repair_turns: int = 0
     stream: bool = False
     max_tokens: int | None = None
+
+
+_WIRE_JSON = json_encoder()  # as json.dumps with its defaults: what a request body holds
+
+
+class SentMessage(dict):  # type: ignore[type-arg]
+    """A message that is never edited once made, so its JSON is made once, when first sent.
+
+    The messages of a run's recent turns are the same objects from one model call to the next
+    (runs.engine.core.context keeps them); a client that writes the request body itself
+    (agentops.llm.openai_compat) takes their text from here instead of encoding them again at
+    every call. Editing one raises TypeError; a copy is a plain dict.
+    """
+
+    __slots__ = ("_json",)
+
+    def wire_json(self) -> str:
+        """Return ``json.dumps(self)``, made at the first call."""
+        try:
+            return self._json  # type: ignore[no-any-return]
+        except AttributeError:
+            text = self._json = _WIRE_JSON(self)
+            return text
+
+    def _edited(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a SentMessage is not edited once made (its JSON is kept): copy it")
+
+    __setitem__ = __delitem__ = __ior__ = _edited
+    update = pop = popitem = setdefault = clear = _edited
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+
+def messages_json(messages: list[dict[str, Any]]) -> str:
+    """Return ``json.dumps(messages)``, taking each SentMessage's text as it was made."""
+    return "[" + ", ".join(m.wire_json() if type(m) is SentMessage else _WIRE_JSON(m)
+                           for m in messages) + "]"
 
 
 @runtime_checkable

@@ -52,8 +52,9 @@ def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             """Record the request and give the next scripted answer."""
             length = int(self.headers.get("content-length", 0))
+            raw = self.rfile.read(length)
             request = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
-                       "json": json.loads(self.rfile.read(length) or b"{}")}
+                       "json": json.loads(raw or b"{}"), "raw": raw}
             state.requests.append(request)
             if state.reply is not None:
                 answer = state.reply(request)

@@ -11,6 +11,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from agentops.jsonstate import json_encoder
+from agentops.llm.protocol import SentMessage
 
 if TYPE_CHECKING:  # the core only annotates with it; agents pulls in model clients
     from agentops.agents import Agent
@@ -237,6 +238,8 @@ def _remembered(window: list[dict[str, Any]], memo: dict[Any, tuple],
 
 
 def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return a turn's messages: SentMessages, so a client encodes them once, not at every
+    later call that shows this turn again (``_remembered`` keeps them while the turn stays)."""
     msg: dict[str, Any] = {"role": "assistant", "content": turn["text"] or ""}
     if turn["calls"]:
         msg["tool_calls"] = [
@@ -244,8 +247,8 @@ def _turn_messages(turn: dict[str, Any]) -> list[dict[str, Any]]:
              "function": {"name": c["name"], "arguments": _JSON(c.get("args") or {})}}
             for c in turn["calls"]
         ]
-    out = [msg]
+    out = [SentMessage(msg)]
     for c in turn["calls"]:
-        out.append({"role": "tool", "tool_call_id": c["id"],
-                    "content": tool_message_content(c.get("result"))})
+        out.append(SentMessage(role="tool", tool_call_id=c["id"],
+                               content=tool_message_content(c.get("result"))))
     return out
