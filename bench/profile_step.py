@@ -2,10 +2,14 @@
 
 Not a benchmark of record: a developer's tool. N runs (BENCH_RUNS, 20) of S tool steps
 (BENCH_STEPS, 20) of the ``bench-remote`` agent against a local bench.model_server answering
-after BENCH_DELAY_S (0: at once), ticked one after the other in this process. Prints CPU ms
-per model call without the profiler, then (unless BENCH_PROFILE=0) with it, and the top
-functions (BENCH_PROFILE_TOP, 40) by own time. A model slower than AGENTOPS_READ_RIDE_MS
-takes the host's path: each step's read results commit in a unit of their own.
+after BENCH_DELAY_S (0: at once), ticked one after the other in this process, or by
+BENCH_THREADS threads at once (1). Prints CPU ms per model call without the profiler, then
+(unless BENCH_PROFILE=0) with it, and the top functions (BENCH_PROFILE_TOP, 40) by own time.
+A model slower than AGENTOPS_READ_RIDE_MS takes the host's path: each step's read results
+commit in a unit of their own.
+
+With a slow model, the same calls cost more CPU the fewer run at once in the process: with
+one, the process waits idle between two steps (runs.cli.q2_packing).
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import cProfile
 import os
 import pstats
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,10 +33,10 @@ from bench._common import django_boot, log  # noqa: E402
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
 DELAY_S = float(os.environ.get("BENCH_DELAY_S", "0"))  # the model's latency: 0 answers at once
 STEPS = int(os.environ.get("BENCH_STEPS", "20"))
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 
 
 def _pass(profile: cProfile.Profile | None) -> float:
-    from runs.engine.runtime import loop
     from runs.services import run_start
 
     tag = os.urandom(4).hex()
@@ -40,11 +45,29 @@ def _pass(profile: cProfile.Profile | None) -> float:
     cpu = time.process_time()
     if profile:
         profile.enable()
-    for pk in ids:
-        assert loop.run_tick(pk, worker="prof") == "succeeded"
+    if THREADS == 1:
+        _tick_all(ids)
+    else:
+        parts = [threading.Thread(target=_tick_all, args=(ids[i::THREADS],))
+                 for i in range(THREADS)]
+        for part in parts:
+            part.start()
+        for part in parts:
+            part.join()
     if profile:
         profile.disable()
     return (time.process_time() - cpu) * 1000 / (RUNS * (STEPS + 1))
+
+
+def _tick_all(ids: list) -> None:
+    from django.db import connection
+
+    from runs.engine.runtime import loop
+
+    for pk in ids:
+        assert loop.run_tick(pk, worker="prof") == "succeeded"
+    if threading.current_thread() is not threading.main_thread():
+        connection.close()
 
 
 def main() -> None:
@@ -53,7 +76,7 @@ def main() -> None:
     try:
         django_boot()
         _pass(None)  # warm
-        log(f"cpu ms per model call, unprofiled: {_pass(None):.3f}")
+        log(f"cpu ms per model call, unprofiled ({THREADS} at once): {_pass(None):.3f}")
         if os.environ.get("BENCH_PROFILE", "1") == "0":
             return
         prof = cProfile.Profile(time.process_time)
