@@ -34,7 +34,7 @@ def _event_head(e: Any, seq: int) -> str:
             and (key is None or type(key) is str)):
         head = (f'{{"seq":{seq:d},"type":{text(e.type)},"tool_call_id":{text(e.tool_call_id)},'
                 f'"actor":{text(e.actor)},"caused_by":{text(e.caused_by)}')
-        if attempt is not None:  # left out, None reads as NULL (see unit_sql._rows_json)
+        if attempt is not None:  # left out, None reads as NULL (see unit_rows.rows_json)
             head += f',"attempt":{attempt:d}'
         return head if key is None else f'{head},"key":{text(key)}'
     fields: dict[str, Any] = {"seq": seq, "type": e.type, "tool_call_id": e.tool_call_id,

@@ -23,76 +23,29 @@ update of a row inserted in the same unit, or two updates of one row takes the O
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import json
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
-                              SmallAutoField, UniqueConstraint)
+from django.db.models import DateTimeField, ForeignKey, JSONField, Model
 
 from agentops.hot_settings import hot_setting
-from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
 from runs.engine.runtime.prepared import prepared_row
 from runs.engine.runtime.unit_events import events_json
+from runs.engine.runtime.unit_rows import NotYet as _NotYet
+from runs.engine.runtime.unit_rows import plan as _plan
+from runs.engine.runtime.unit_rows import rows_json as _rows_json
 from runs.engine.runtime.unit_where import where_sql
 from runs.models import Event, Run, run_id_text
 from runs.models.event import event_month
 from runs.pooler import pooled
 
-_AUTO = (AutoField, BigAutoField, SmallAutoField)
-_ROWS_JSON = json_encoder(compact=True)  # made once (see agentops.jsonstate)
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
-_AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
-          "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
-          "BooleanField", "JSONField"}
-
-
-@dataclass(frozen=True)
-class _Col:
-    attname: str
-    column: str
-    field: Any
-    fk_model: type[Model] | None
-    stamped: bool  # auto_now / auto_now_add: pre_save sets it
-    as_is: bool  # JSON and driver agree on its Python values (text, numbers, booleans)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    table: str
-    pk: str
-    cols: tuple[_Col, ...]
-    natural: _Col | None  # a unique text column other rows of the unit can refer to
-    plain: tuple[tuple[str, str], ...]  # (column, attname): values go into the JSON as they are
-    rest: tuple[_Col, ...]  # stamped, foreign-key and converted columns
-
-
-@cache
-def _plan(model: type[Model]) -> _Plan:
-    meta = model._meta
-    cols = tuple(
-        _Col(f.attname, f.column, f,
-             f.related_model if isinstance(f, ForeignKey) else None,
-             bool(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)),
-             f.get_internal_type() in _AS_IS)
-        for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
-    single = {c.fields[0] for c in meta.constraints if isinstance(c, UniqueConstraint)
-              and len(c.fields) == 1 and c.condition is None}
-    natural = next((c for c in cols if (c.field.unique or c.field.name in single)
-                    and not c.field.primary_key
-                    and c.field.get_internal_type() == "CharField"), None)
-    plain = tuple((c.column, c.attname) for c in cols
-                  if c.as_is and not c.stamped and c.fk_model is None)
-    rest = tuple(c for c in cols if not (c.as_is and not c.stamped and c.fk_model is None))
-    return _Plan(meta.db_table, meta.pk.column, cols, natural, plain, rest)
 
 
 def enabled() -> bool:
@@ -163,10 +116,6 @@ def _early(args: tuple, db: Any, send: bool,
     except Exception:
         unit_overlap.settled(db.connection)  # a unit in flight that failed is told first
         raise
-
-
-class _NotYet(Exception):
-    """A row refers to a row whose id is not known yet: maybe one the unit in flight inserts."""
 
 
 def _built(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
@@ -310,41 +259,6 @@ def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[s
             and _plan(c.fk_model).natural]
 
 
-def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
-               early: set[int] | None = None) -> str:
-    """Return the rows as the JSON array ``jsonb_populate_record`` reads.
-
-    A key left out reads as NULL there, as a JSON null does: None values are not sent (a
-    ledger row is half empty columns), so the worker encodes and the server parses less.
-    ``early`` (built before the unit in flight is read: the ``id()`` of the rows this unit
-    inserts before these): raise _NotYet for a row whose related row has no id yet and is
-    not one of them.
-    """
-    plan = _plan(op.model)
-    ref_keys = {att: _plan(m).natural.attname for att, m in refs}
-    docs = []
-    for obj in op.rows:
-        values = obj.__dict__  # a model instance keeps its field values here, by attname
-        doc = {col: v for col, att in plan.plain
-               if (v := values[att] if att in values else getattr(obj, att)) is not None}
-        for c in plan.rest:
-            value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
-            if value is None and c.fk_model is not None:
-                # Made before its related row's id came back (a unit read since): as the ORM.
-                related = obj._state.fields_cache.get(c.field.name)
-                value = getattr(related, "pk", None)
-                if value is None and related is not None and early is not None and not (
-                        c.attname in ref_keys and id(related) in early):
-                    raise _NotYet
-            if value is None:
-                if c.attname in ref_keys:
-                    doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
-                continue
-            doc[c.column] = value if c.as_is else _json_value(value)
-        docs.append(doc)
-    return _ROWS_JSON(docs)
-
-
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
     plan = _plan(model)
     table = _q(plan.table)
@@ -371,22 +285,6 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
     sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
     wheres = " AND ".join(where_sql(model, n) for n in where)
     return f"{name} AS (UPDATE {_q(meta.db_table)} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if type(value) is uuid.UUID:
-        return _uuid_text(value)
-    if isinstance(value, (uuid.UUID, decimal.Decimal)):
-        return str(value)
-    return value
-
-
-@lru_cache(maxsize=256)
-def _uuid_text(value: uuid.UUID) -> str:
-    """Return ``str(value)``: a run's rows repeat its id, and UUID.__str__ formats in Python."""
-    return str(value)
 
 
 def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:
