@@ -124,7 +124,9 @@ def _built(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
            early: bool) -> tuple[str, list[Any], list[tuple[int, RowsInsert]]]:
     """Return the unit's SQL, its parameters and its keyed inserts (``early``: see _rows_json;
     ``link``: the tag it leaves on its session and the one it must find there)."""
-    params = [_prep(Run, name, value, db) for name, value in values.items()]
+    json_names = _json_names(Run)  # _prep's first case inline: most Run values are plain
+    params = [value if type(value) in _PLAIN and name not in json_names
+              else _prep(Run, name, value, db) for name, value in values.items()]
     params += [run.pk, expected_version] + ([owner] if owner else [])
     after = link.after if link else None
     params += ([after] if after else []) + ([link.tag] if link else [])
@@ -202,6 +204,13 @@ def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
     if stamp and type(value) is dt.datetime and value.tzinfo is not None:
         return value  # what DateTimeField.get_db_prep_save makes of it on PostgreSQL
     return f.get_db_prep_save(value, db)
+
+
+@cache
+def _json_names(model: type[Model]) -> frozenset[str]:
+    """Return the names of ``model``'s JSON fields (their plain values still go through
+    get_db_prep_save)."""
+    return frozenset(f.name for f in model._meta.concrete_fields if isinstance(f, JSONField))
 
 
 @cache
