@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+from asyncio import _get_running_loop
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import DateTimeField, ForeignKey, JSONField, Model
 
@@ -60,6 +61,23 @@ def _vendor() -> str:
     return connections[DEFAULT_DB_ALIAS].vendor
 
 
+def _default_db() -> Any:
+    """Return ``connections[DEFAULT_DB_ALIAS]``, this thread's own, read as asgiref reads it.
+
+    The handler keeps each thread's connections in asgiref's thread-critical Local: outside
+    an event loop, a ``threading.local``. Read through the handler a lookup costs three
+    Python calls and a RuntimeError raised and caught (``asyncio.get_running_loop``), about
+    ten times this; a unit needs the connection three times. Anything else (an event loop
+    running, another Local, no connection made yet) goes through the handler.
+    """
+    storage = getattr(connections._connections, "_storage", None)
+    if isinstance(storage, threading.local) and _get_running_loop() is None:
+        db = getattr(storage, DEFAULT_DB_ALIAS, None)
+        if db is not None:
+            return db
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
                expected_version: int, values: dict[str, Any], also: Sequence[Any],
                owner: str = "", overlap: bool = False) -> bool:
@@ -77,9 +95,9 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     Built while that one is in flight (the server commits it meanwhile): only its new ids can
     matter, and a row needing one (``_NotYet``) is built again once it is read.
     """
-    db = connections[DEFAULT_DB_ALIAS]
+    db = _default_db()
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
-    send = overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block
+    send = overlap and hot_setting("AGENTOPS_UNIT_OVERLAP") and not db.in_atomic_block
     link = unit_overlap.unit_link(db.connection) if send and not pooled() else None
     args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
     built = _early(args, db, send, link)
@@ -168,16 +186,14 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
 def unit_settled(*, quiet: bool = False) -> None:
     """Read the unit still in flight on this thread's connection; raise if it did not commit
     (``quiet``: forget it, for a tick that is failing anyway)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor == "postgresql":  # units are in flight only there
-        unit_overlap.settled(db.connection, quiet=quiet)
+    if _vendor() == "postgresql":  # units are in flight only there
+        unit_overlap.settled(_default_db().connection, quiet=quiet)
 
 
 def unit_after_commit(fn: Callable[[], None]) -> None:
     """Call ``fn`` once the unit just written committed: now, or when its result is read."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor == "postgresql":
-        unit_overlap.after_commit(db.connection, fn)
+    if _vendor() == "postgresql":
+        unit_overlap.after_commit(_default_db().connection, fn)
     else:
         fn()
 
@@ -185,7 +201,8 @@ def unit_after_commit(fn: Callable[[], None]) -> None:
 def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
           run: Run, dumped: list[Any] | None = None, *, tag: str | None = None) -> None:
     """Send the unit without waiting; the new ids of its keyed rows are set when it is read."""
-    db.ensure_connection()
+    if db.connection is None:  # ensure_connection's own test (behind its async check)
+        db.ensure_connection()
     db.validate_no_broken_transaction()
 
     def on_row(row: list[bytes | None]) -> None:
