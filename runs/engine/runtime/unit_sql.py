@@ -160,19 +160,19 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     """Return the statement's shape and the inserts whose new ids come back (by position);
     append each part's parameters to ``params``."""
     shape: list[tuple] = []
-    inserted: list[type[Model]] = []
+    inserted: tuple[type[Model], ...] = ()
     mine: set[int] = set()  # id() of the rows inserted so far
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
         params.append(events_json(run_id_text(run), events, first_seq, at, event_month(run)))
-        inserted.append(Event)
+        inserted = (Event,)
     for op in ops:
         if isinstance(op, RowsInsert):
-            refs = tuple(_references(op.model, inserted))
+            refs = _references(op.model, inserted)
             shape.append(("i", op.model, refs))
             params.append(_rows_json(op, refs, mine if early else None))
-            inserted.append(op.model)
+            inserted += (op.model,)
             mine.update(map(id, op.rows))
             if _plan(op.model).natural and op.rows[0].pk is None:
                 keyed.append((len(shape) - 1, op))
@@ -278,11 +278,14 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[str, type[Model]]]:
-    """Return (FK attname, target model) for FKs whose targets this unit inserts earlier."""
-    return [(c.attname, c.fk_model) for c in _plan(model).cols
-            if c.fk_model is not None and c.fk_model in inserted
-            and _plan(c.fk_model).natural]
+@cache
+def _references(model: type[Model],
+                inserted: tuple[type[Model], ...]) -> tuple[tuple[str, type[Model]], ...]:
+    """Return (FK attname, target model) for FKs whose targets this unit inserts earlier
+    (the same few unit shapes repeat: cached)."""
+    return tuple((c.attname, c.fk_model) for c in _plan(model).cols
+                 if c.fk_model is not None and c.fk_model in inserted
+                 and _plan(c.fk_model).natural)
 
 
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
