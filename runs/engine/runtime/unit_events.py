@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from functools import lru_cache
 from json.encoder import encode_basestring as _text  # how compact_json writes a str
 from typing import Any
 
@@ -19,10 +20,16 @@ def events_json(run_id: Any, events: Sequence[Any], first_seq: int, at: dt.datet
                 month: dt.date) -> str:
     """Return the events as the JSON array ``jsonb_populate_record`` reads (data pasted in as is)."""
     common = (f'"run_id":"{run_id}","schema_version":{CURRENT_EVENT_SCHEMA},'
-              f'"at":"{at.isoformat()}","run_month":"{month.isoformat()}"')
+              f'"at":"{at.isoformat()}",{_month_part(month)}')
     docs = [f'{_event_head(e, first_seq + i)},{common},"data":{e.data_json}}}'
             for i, e in enumerate(events)]
     return "[" + ",".join(docs) + "]"
+
+
+@lru_cache(maxsize=64)
+def _month_part(month: dt.date) -> str:
+    """Return the month column of the events' JSON (``date.isoformat`` formats with sprintf)."""
+    return f'"run_month":"{month.isoformat()}"'
 
 
 def _event_head(e: Any, seq: int) -> str:
@@ -34,7 +41,7 @@ def _event_head(e: Any, seq: int) -> str:
             and (key is None or type(key) is str)):
         head = (f'{{"seq":{seq:d},"type":{text(e.type)},"tool_call_id":{text(e.tool_call_id)},'
                 f'"actor":{text(e.actor)},"caused_by":{text(e.caused_by)}')
-        if attempt is not None:  # left out, None reads as NULL (see unit_sql._rows_json)
+        if attempt is not None:  # left out, None reads as NULL (see unit_rows.rows_json)
             head += f',"attempt":{attempt:d}'
         return head if key is None else f'{head},"key":{text(key)}'
     fields: dict[str, Any] = {"seq": seq, "type": e.type, "tool_call_id": e.tool_call_id,

@@ -23,76 +23,30 @@ update of a row inserted in the same unit, or two updates of one row takes the O
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import json
-import uuid
+import threading
+from asyncio import _get_running_loop
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
-from django.db.models import (AutoField, BigAutoField, DateTimeField, ForeignKey, JSONField, Model,
-                              SmallAutoField, UniqueConstraint)
+from django.db.models import DateTimeField, ForeignKey, JSONField, Model
 
 from agentops.hot_settings import hot_setting
-from agentops.jsonstate import json_encoder
 from agentops.writes import RowsInsert
 from runs.engine.runtime import unit_overlap
 from runs.engine.runtime.prepared import prepared_row
 from runs.engine.runtime.unit_events import events_json
+from runs.engine.runtime.unit_rows import NotYet as _NotYet
+from runs.engine.runtime.unit_rows import plan as _plan
+from runs.engine.runtime.unit_rows import rows_json as _rows_json
 from runs.engine.runtime.unit_where import where_sql
 from runs.models import Event, Run, run_id_text
 from runs.models.event import event_month
 from runs.pooler import pooled
 
-_AUTO = (AutoField, BigAutoField, SmallAutoField)
-_ROWS_JSON = json_encoder(compact=True)  # made once (see agentops.jsonstate)
 _PLAIN = {int, str, bool, type(None)}  # stored as they are by every field but JSONField
-_AS_IS = {"CharField", "TextField", "IntegerField", "BigIntegerField", "SmallIntegerField",
-          "PositiveIntegerField", "PositiveSmallIntegerField", "PositiveBigIntegerField",
-          "BooleanField", "JSONField"}
-
-
-@dataclass(frozen=True)
-class _Col:
-    attname: str
-    column: str
-    field: Any
-    fk_model: type[Model] | None
-    stamped: bool  # auto_now / auto_now_add: pre_save sets it
-    as_is: bool  # JSON and driver agree on its Python values (text, numbers, booleans)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    table: str
-    pk: str
-    cols: tuple[_Col, ...]
-    natural: _Col | None  # a unique text column other rows of the unit can refer to
-    plain: tuple[tuple[str, str], ...]  # (column, attname): values go into the JSON as they are
-    rest: tuple[_Col, ...]  # stamped, foreign-key and converted columns
-
-
-@cache
-def _plan(model: type[Model]) -> _Plan:
-    meta = model._meta
-    cols = tuple(
-        _Col(f.attname, f.column, f,
-             f.related_model if isinstance(f, ForeignKey) else None,
-             bool(getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)),
-             f.get_internal_type() in _AS_IS)
-        for f in meta.concrete_fields if not (f.primary_key and isinstance(f, _AUTO)))
-    single = {c.fields[0] for c in meta.constraints if isinstance(c, UniqueConstraint)
-              and len(c.fields) == 1 and c.condition is None}
-    natural = next((c for c in cols if (c.field.unique or c.field.name in single)
-                    and not c.field.primary_key
-                    and c.field.get_internal_type() == "CharField"), None)
-    plain = tuple((c.column, c.attname) for c in cols
-                  if c.as_is and not c.stamped and c.fk_model is None)
-    rest = tuple(c for c in cols if not (c.as_is and not c.stamped and c.fk_model is None))
-    return _Plan(meta.db_table, meta.pk.column, cols, natural, plain, rest)
 
 
 def enabled() -> bool:
@@ -105,6 +59,23 @@ def _vendor() -> str:
     """Return the default database's vendor: one backend class for every thread, read once
     (``connection.vendor`` finds this thread's connection object on each read)."""
     return connections[DEFAULT_DB_ALIAS].vendor
+
+
+def _default_db() -> Any:
+    """Return ``connections[DEFAULT_DB_ALIAS]``, this thread's own, read as asgiref reads it.
+
+    The handler keeps each thread's connections in asgiref's thread-critical Local: outside
+    an event loop, a ``threading.local``. Read through the handler a lookup costs three
+    Python calls and a RuntimeError raised and caught (``asyncio.get_running_loop``), about
+    ten times this; a unit needs the connection three times. Anything else (an event loop
+    running, another Local, no connection made yet) goes through the handler.
+    """
+    storage = getattr(connections._connections, "_storage", None)
+    if isinstance(storage, threading.local) and _get_running_loop() is None:
+        db = getattr(storage, DEFAULT_DB_ALIAS, None)
+        if db is not None:
+            return db
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
@@ -124,9 +95,9 @@ def unit_write(*, run: Run, events: Sequence[Any], first_seq: int, at: dt.dateti
     Built while that one is in flight (the server commits it meanwhile): only its new ids can
     matter, and a row needing one (``_NotYet``) is built again once it is read.
     """
-    db = connections[DEFAULT_DB_ALIAS]
+    db = _default_db()
     ops = [op for op in also if not (isinstance(op, RowsInsert) and not op.rows)]
-    send = overlap and settings.AGENTOPS_UNIT_OVERLAP and not db.in_atomic_block
+    send = overlap and hot_setting("AGENTOPS_UNIT_OVERLAP") and not db.in_atomic_block
     link = unit_overlap.unit_link(db.connection) if send and not pooled() else None
     args = (run, events, first_seq, at, expected_version, values, ops, owner, db)
     built = _early(args, db, send, link)
@@ -165,17 +136,15 @@ def _early(args: tuple, db: Any, send: bool,
         raise
 
 
-class _NotYet(Exception):
-    """A row refers to a row whose id is not known yet: maybe one the unit in flight inserts."""
-
-
 def _built(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime,
            expected_version: int, values: dict[str, Any], ops: list[Any], owner: str,
            db: Any, link: unit_overlap.UnitLink | None = None, *,
            early: bool) -> tuple[str, list[Any], list[tuple[int, RowsInsert]]]:
     """Return the unit's SQL, its parameters and its keyed inserts (``early``: see _rows_json;
     ``link``: the tag it leaves on its session and the one it must find there)."""
-    params = [_prep(Run, name, value, db) for name, value in values.items()]
+    json_names = _json_names(Run)  # _prep's first case inline: most Run values are plain
+    params = [value if type(value) in _PLAIN and name not in json_names
+              else _prep(Run, name, value, db) for name, value in values.items()]
     params += [run.pk, expected_version] + ([owner] if owner else [])
     after = link.after if link else None
     params += ([after] if after else []) + ([link.tag] if link else [])
@@ -191,19 +160,19 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
     """Return the statement's shape and the inserts whose new ids come back (by position);
     append each part's parameters to ``params``."""
     shape: list[tuple] = []
-    inserted: list[type[Model]] = []
+    inserted: tuple[type[Model], ...] = ()
     mine: set[int] = set()  # id() of the rows inserted so far
     keyed: list[tuple[int, RowsInsert]] = []
     if events:
         shape.append(("i", Event, ()))
         params.append(events_json(run_id_text(run), events, first_seq, at, event_month(run)))
-        inserted.append(Event)
+        inserted = (Event,)
     for op in ops:
         if isinstance(op, RowsInsert):
-            refs = tuple(_references(op.model, inserted))
+            refs = _references(op.model, inserted)
             shape.append(("i", op.model, refs))
             params.append(_rows_json(op, refs, mine if early else None))
-            inserted.append(op.model)
+            inserted += (op.model,)
             mine.update(map(id, op.rows))
             if _plan(op.model).natural and op.rows[0].pk is None:
                 keyed.append((len(shape) - 1, op))
@@ -217,16 +186,14 @@ def _unit_parts(run: Run, events: Sequence[Any], first_seq: int, at: dt.datetime
 def unit_settled(*, quiet: bool = False) -> None:
     """Read the unit still in flight on this thread's connection; raise if it did not commit
     (``quiet``: forget it, for a tick that is failing anyway)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor == "postgresql":  # units are in flight only there
-        unit_overlap.settled(db.connection, quiet=quiet)
+    if _vendor() == "postgresql":  # units are in flight only there
+        unit_overlap.settled(_default_db().connection, quiet=quiet)
 
 
 def unit_after_commit(fn: Callable[[], None]) -> None:
     """Call ``fn`` once the unit just written committed: now, or when its result is read."""
-    db = connections[DEFAULT_DB_ALIAS]
-    if db.vendor == "postgresql":
-        unit_overlap.after_commit(db.connection, fn)
+    if _vendor() == "postgresql":
+        unit_overlap.after_commit(_default_db().connection, fn)
     else:
         fn()
 
@@ -234,7 +201,8 @@ def unit_after_commit(fn: Callable[[], None]) -> None:
 def _send(db: Any, sql: str, params: list[Any], keyed: list[tuple[int, RowsInsert]],
           run: Run, dumped: list[Any] | None = None, *, tag: str | None = None) -> None:
     """Send the unit without waiting; the new ids of its keyed rows are set when it is read."""
-    db.ensure_connection()
+    if db.connection is None:  # ensure_connection's own test (behind its async check)
+        db.ensure_connection()
     db.validate_no_broken_transaction()
 
     def on_row(row: list[bytes | None]) -> None:
@@ -253,6 +221,13 @@ def _prep(model: type[Model], name: str, value: Any, db: Any) -> Any:
     if stamp and type(value) is dt.datetime and value.tzinfo is not None:
         return value  # what DateTimeField.get_db_prep_save makes of it on PostgreSQL
     return f.get_db_prep_save(value, db)
+
+
+@cache
+def _json_names(model: type[Model]) -> frozenset[str]:
+    """Return the names of ``model``'s JSON fields (their plain values still go through
+    get_db_prep_save)."""
+    return frozenset(f.name for f in model._meta.concrete_fields if isinstance(f, JSONField))
 
 
 @cache
@@ -303,46 +278,14 @@ def _q(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
-def _references(model: type[Model], inserted: list[type[Model]]) -> list[tuple[str, type[Model]]]:
-    """Return (FK attname, target model) for FKs whose targets this unit inserts earlier."""
-    return [(c.attname, c.fk_model) for c in _plan(model).cols
-            if c.fk_model is not None and c.fk_model in inserted
-            and _plan(c.fk_model).natural]
-
-
-def _rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
-               early: set[int] | None = None) -> str:
-    """Return the rows as the JSON array ``jsonb_populate_record`` reads.
-
-    A key left out reads as NULL there, as a JSON null does: None values are not sent (a
-    ledger row is half empty columns), so the worker encodes and the server parses less.
-    ``early`` (built before the unit in flight is read: the ``id()`` of the rows this unit
-    inserts before these): raise _NotYet for a row whose related row has no id yet and is
-    not one of them.
-    """
-    plan = _plan(op.model)
-    ref_keys = {att: _plan(m).natural.attname for att, m in refs}
-    docs = []
-    for obj in op.rows:
-        values = obj.__dict__  # a model instance keeps its field values here, by attname
-        doc = {col: v for col, att in plan.plain
-               if (v := values[att] if att in values else getattr(obj, att)) is not None}
-        for c in plan.rest:
-            value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
-            if value is None and c.fk_model is not None:
-                # Made before its related row's id came back (a unit read since): as the ORM.
-                related = obj._state.fields_cache.get(c.field.name)
-                value = getattr(related, "pk", None)
-                if value is None and related is not None and early is not None and not (
-                        c.attname in ref_keys and id(related) in early):
-                    raise _NotYet
-            if value is None:
-                if c.attname in ref_keys:
-                    doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
-                continue
-            doc[c.column] = value if c.as_is else _json_value(value)
-        docs.append(doc)
-    return _ROWS_JSON(docs)
+@cache
+def _references(model: type[Model],
+                inserted: tuple[type[Model], ...]) -> tuple[tuple[str, type[Model]], ...]:
+    """Return (FK attname, target model) for FKs whose targets this unit inserts earlier
+    (the same few unit shapes repeat: cached)."""
+    return tuple((c.attname, c.fk_model) for c in _plan(model).cols
+                 if c.fk_model is not None and c.fk_model in inserted
+                 and _plan(c.fk_model).natural)
 
 
 def _insert_sql(name: str, model: type[Model], refs: dict[str, str]) -> str:
@@ -371,22 +314,6 @@ def _update_sql(name: str, model: type[Model], values: tuple[str, ...],
     sets = ", ".join(f"{_q(meta.get_field(n).column)} = %s" for n in values)
     wheres = " AND ".join(where_sql(model, n) for n in where)
     return f"{name} AS (UPDATE {_q(meta.db_table)} SET {sets} FROM r WHERE {wheres} RETURNING 1)"
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
-    if type(value) is uuid.UUID:
-        return _uuid_text(value)
-    if isinstance(value, (uuid.UUID, decimal.Decimal)):
-        return str(value)
-    return value
-
-
-@lru_cache(maxsize=256)
-def _uuid_text(value: uuid.UUID) -> str:
-    """Return ``str(value)``: a run's rows repeat its id, and UUID.__str__ formats in Python."""
-    return str(value)
 
 
 def _set_pks(op: RowsInsert, ids: dict[str, int], alias: str) -> None:
