@@ -209,7 +209,7 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
             toolcall_move(st.call, st.status, **st.fields)
         else:
             also.append(toolcall_update(st.call, st.status, **st.fields))
-        if st.attempt is not None:
+        if st.attempt is not None and st.attempt is not held:  # a held row is settled in place
             if held is not None and held.attempt == st.attempt.attempt:
                 attempt_settle_held(held, st.attempt)
             elif getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
