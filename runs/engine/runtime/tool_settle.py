@@ -16,6 +16,7 @@ from agentops.writes import row_new
 from ledger.models import ToolAttempt, ToolCall
 from ledger.services.execute import Outcome
 from ledger.services.probe import contradiction_text, probe_call
+from ledger.services.record import row_fields_set
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.outcomes import retry_delay
@@ -146,7 +147,6 @@ def _attempt(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
               "duration_ms": int((now - started).total_seconds() * 1000)}
     held = attempt_held(call)
     if held is not None and held.attempt == n:
-        for name, value in values.items():
-            setattr(held, name, value)
+        row_fields_set(held, values)
         return held
     return row_new(ToolAttempt, tool_call=call, attempt=n, **values)
