@@ -186,12 +186,14 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
     if fenced and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
         # Paused between the fence and the dispatch: the hard deadline no longer holds.
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
-    specs = [session.agent.tool(c.tool) for c, _, _ in jobs]
-    with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
-                    within_s=max(tool_timeout(spec) for spec in specs), quick=quick):
-        outcomes = run_calls([(parkable(spec), ctx, args)
-                              for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets,
-                             run_allowance(session))
+    cancels, timeouts, runs = [], [], []
+    for call, ctx, args in jobs:  # one pass: a reply asks for one or a few calls
+        spec = session.agent.tool(call.tool)
+        cancels.append(ctx.cancel)
+        timeouts.append(tool_timeout(spec))
+        runs.append((parkable(spec), ctx, args))
+    with lease_kept(session.run, session.worker, cancels, within_s=max(timeouts), quick=quick):
+        outcomes = run_calls(runs, session.secrets, run_allowance(session))
     return jobs, outcomes, started
 
 
