@@ -250,8 +250,8 @@ def typed_call(fn: Callable[..., Any], model: type[pydantic.BaseModel],
     def call(*head: Any, **args: Any) -> Any:
         if len(head) != leading:
             return fn(*head, **args)
-        parsed = model.model_validate_json(_JSON(args))
-        values = {n: getattr(parsed, n) for n in names if n in args}
+        fields = model.model_validate_json(_JSON(args)).__dict__  # a model keeps its fields here
+        values = {n: fields[n] for n in names if n in args}
         return fn(*head, **values)
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]

@@ -43,7 +43,11 @@ def _count_note(state: dict[str, Any], step: dict[str, Any], key: str,
     A list fact counts the items not counted before (the same document saved by a second
     call is one document), and its items are kept so what is still missing can be named.
     """
-    plan = next((p for p in state["plan"] if p["key"] == key), {})
+    for plan in state["plan"]:
+        if plan["key"] == key:
+            break
+    else:
+        return  # a step no longer in the plan declares no counts
     for fact in (plan.get("completion") or {}).get("counts", {}):
         value = facts.get(fact)
         if isinstance(value, list):

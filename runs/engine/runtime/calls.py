@@ -136,8 +136,9 @@ def _row(session: RunSession, step: str, turn: int, p: PlannedCall) -> ToolCall:
     # (the model passing a PIN on to another tool), is sealed and stored redacted.
     known = session.secrets
     names = tuple(k for k, v in args.items() if k in spec.sensitive
-                  or (known and known.found_in(json.dumps(v, ensure_ascii=False))))
-    sensitive = {k: args[k] for k in names}
+                  or (known and known.found_in(json.dumps(v, ensure_ascii=False)))
+                  ) if spec.sensitive or known else ()  # most tools: nothing to look for
+    sensitive = {k: args[k] for k in names} if names else {}
     if sensitive:  # known from now on: this unit's events (reply, results) are scrubbed of it
         session.secrets = session.secrets | Secrets.of(sensitive.values())
     return row_new(

@@ -289,15 +289,14 @@ def _no_progress(s: dict[str, Any]) -> int:
     if not s["turns"]:
         return 0
     *earlier, last = s["turns"][-20:]
-    seen = [c["result"]["facts"] for t in earlier for c in t["calls"]
-            if (c.get("result") or {}).get("facts") is not None]
-    progressed = any(
-        (c.get("result") or {}).get("status") == "succeeded"
-        and not c["result"].get("deduplicated")
-        and c["result"].get("facts") not in seen
-        for c in last["calls"]
-    )
-    return 0 if progressed else s["guards"]["no_progress"] + 1
+    fresh = [r.get("facts") for c in last["calls"] if (r := c.get("result"))
+             and r.get("status") == "succeeded" and not r.get("deduplicated")]
+    if fresh:  # else nothing to compare: the earlier turns are not looked at
+        seen = [f for t in earlier for c in t["calls"]
+                if (r := c.get("result")) and (f := r.get("facts")) is not None]
+        if any(f not in seen for f in fresh):
+            return 0
+    return s["guards"]["no_progress"] + 1
 
 
 def _repairs(s: dict[str, Any]) -> int:

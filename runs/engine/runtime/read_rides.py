@@ -47,10 +47,15 @@ def reads_held(session: RunSession, calls: Sequence[ToolCall]) -> bool:
     the reply's unit, sent first, writes what rides before the read runs.
     """
     limit = hot_setting("AGENTOPS_READ_RIDE_MS")
-    return (limit > 0 and bool(calls) and not session.riding
-            and all(c.effect != "write" for c in calls)
-            and len({c.idempotency_key for c in calls}) == len(calls)
-            and all(_last_ms.get(_key(session, c.tool), limit + 1) <= limit for c in calls))
+    if limit <= 0 or not calls or session.riding:
+        return False
+    keys: set[str] = set()
+    for c in calls:  # one pass: a reply asks for one or a few calls
+        if (c.effect == "write" or c.idempotency_key in keys
+                or _last_ms.get(_key(session, c.tool), limit + 1) > limit):
+            return False
+        keys.add(c.idempotency_key)
+    return True
 
 
 def reads_timed(session: RunSession, settled: Sequence[Settlement]) -> None:

@@ -169,11 +169,11 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
     else:
         session.commit(evs + versions_first_used(session, calls), also=also, fence=True,
                        wait=wait)
-    for a in opened:
-        a.tool_call.opened_attempt = a.attempt
-        a.tool_call.opened_at = now
+    for c, a in zip(calls, opened):  # a.tool_call is c (read through its descriptor)
+        c.opened_attempt = a.attempt
+        c.opened_at = now
         if held:
-            a.tool_call.held_attempt = a
+            c.held_attempt = a
 
 
 def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
@@ -186,12 +186,14 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
     if fenced and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
         # Paused between the fence and the dispatch: the hard deadline no longer holds.
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
-    specs = [session.agent.tool(c.tool) for c, _, _ in jobs]
-    with lease_kept(session.run, session.worker, [ctx.cancel for _, ctx, _ in jobs],
-                    within_s=max(tool_timeout(spec) for spec in specs), quick=quick):
-        outcomes = run_calls([(parkable(spec), ctx, args)
-                              for spec, (_, ctx, args) in zip(specs, jobs)], session.secrets,
-                             run_allowance(session))
+    cancels, timeouts, runs = [], [], []
+    for call, ctx, args in jobs:  # one pass: a reply asks for one or a few calls
+        spec = session.agent.tool(call.tool)
+        cancels.append(ctx.cancel)
+        timeouts.append(tool_timeout(spec))
+        runs.append((parkable(spec), ctx, args))
+    with lease_kept(session.run, session.worker, cancels, within_s=max(timeouts), quick=quick):
+        outcomes = run_calls(runs, session.secrets, run_allowance(session))
     return jobs, outcomes, started
 
 
@@ -200,16 +202,17 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
 def record_settled(session: RunSession, step: str, settled: list[Settlement],
                    events: list[NewEvent], new_rows: bool) -> None:
     """Record the settled attempts (ledger rows, attempts, breaker, events) in one unit."""
-    evs, also, fresh_attempts = list(events), [], []
+    evs, also, fresh_attempts, writes = list(events), [], [], []
     for st in settled:
         evs.extend(st.events)
+        writes.extend(getattr(st, "writes", ()))
         held = attempt_held(st.call)
         if new_rows or held is not None:
             # Inserted below, or by the held unit this one writes first, with its outcome.
             toolcall_move(st.call, st.status, **st.fields)
         else:
             also.append(toolcall_update(st.call, st.status, **st.fields))
-        if st.attempt is not None:
+        if st.attempt is not None and st.attempt is not held:  # a held row is settled in place
             if held is not None and held.attempt == st.attempt.attempt:
                 attempt_settle_held(held, st.attempt)
             elif getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
@@ -219,7 +222,7 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
     if new_rows:
         also.insert(0, toolcalls_insert([st.call for st in settled]))
     also.append(attempts_insert(fresh_attempts))
-    also.extend(w for st in settled for w in getattr(st, "writes", ()))
+    also.extend(writes)
     also.extend(breaker_writes(session.tool_limits, [(st.call.tool, st.status == S.SUCCEEDED,
                                                       st.category) for st in settled],
                                team_id=session.run.team_id))
@@ -228,12 +231,15 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
 
 def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list[NewEvent],
             also: list[Any]) -> None:
-    unknown = [s for s in settled if s.next == "unknown"]
-    blocked = [s for s in settled if s.next == "block"]
+    by_next: dict[str, list[Settlement]] = {}
+    for s in settled:
+        by_next.setdefault(s.next, []).append(s)
+    unknown, blocked = by_next.get("unknown", []), by_next.get("block", [])
     # "recheck": a probe found nothing while the attempt may still be in flight; the call
     # stays running and is probed again once its hard deadline has passed.
-    retry = [s for s in settled if s.next in ("retry", "recheck")]
-    parked = [s for s in settled if s.next == "park"]
+    retry = [s for s in settled if s.next in ("retry", "recheck")] if (
+        "retry" in by_next or "recheck" in by_next) else []
+    parked = by_next.get("park", [])
     spent = failures_spent(session.run, session.state, evs) if retry else None
     if spent and not unknown and not blocked:
         s = retry[0]

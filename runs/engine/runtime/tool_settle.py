@@ -16,9 +16,11 @@ from agentops.writes import row_new
 from ledger.models import ToolAttempt, ToolCall
 from ledger.services.execute import Outcome
 from ledger.services.probe import contradiction_text, probe_call
+from ledger.services.record import row_fields_set
 from ledger.statuses import ToolCallStatus as S
 from runs.engine.runtime.events import NewEvent, result_event
 from runs.engine.runtime.outcomes import retry_delay
+from runs.engine.runtime.read_rides import attempt_held
 from runs.engine.runtime.settlement import Settlement
 from runs.event_types import EventType
 
@@ -136,9 +138,15 @@ def _error(outcome: Outcome, exhausted: bool) -> dict[str, Any]:
 
 def _attempt(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
              worker: str) -> ToolAttempt:
+    """Return attempt ``n`` of ``call`` closed with ``outcome``: the row a held unit will
+    insert (read_rides), given the outcome in place, else a new row."""
     now = clock.now()
     status = {"succeeded": S.SUCCEEDED, "timed_out": S.TIMED_OUT}.get(outcome.status, S.FAILED)
-    return row_new(ToolAttempt, tool_call=call, attempt=n, status=status, worker=worker,
-                   error_class=outcome.category, error=outcome.message[:500],
-                   started_at=started, finished_at=now,
-                   duration_ms=int((now - started).total_seconds() * 1000))
+    values = {"status": status, "worker": worker, "error_class": outcome.category,
+              "error": outcome.message[:500], "started_at": started, "finished_at": now,
+              "duration_ms": int((now - started).total_seconds() * 1000)}
+    held = attempt_held(call)
+    if held is not None and held.attempt == n:
+        row_fields_set(held, values)
+        return held
+    return row_new(ToolAttempt, tool_call=call, attempt=n, **values)
