@@ -220,9 +220,6 @@ AGENTOPS_LEASE_TTL_S = _env_float("AGENTOPS_LEASE_TTL_S", 1.5)
 # one run per process there.
 _is_pg = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
 AGENTOPS_RUNS_IN_FLIGHT = _env_int("AGENTOPS_RUNS_IN_FLIGHT", 250 if _is_pg else 1)
-# Packing (runs.cli.q2_packing): a host's next worker process takes ticks only while the
-# ones before it are busy, i.e. over this share of one core (or out of run slots). 0: off.
-AGENTOPS_PACK_CPU = _env_float("AGENTOPS_PACK_CPU", 0.75)
 # A streaming standby of DATABASE_URL the console's lists, counts, search and history read
 # (agentops.replica, docs/deploy.md "Read replica"); every write, lease and engine read stays
 # on the primary. Empty = none.

@@ -9,7 +9,8 @@ A model slower than AGENTOPS_READ_RIDE_MS takes the host's path: each step's rea
 commit in a unit of their own.
 
 With a slow model, the same calls cost more CPU the fewer run at once in the process: with
-one, the process waits idle between two steps (runs.cli.q2_packing).
+one, the process waits idle between two steps (bench/results.md, "CPU a step and how busy
+the process is").
 """
 from __future__ import annotations
 

@@ -87,12 +87,6 @@ def slots_free() -> bool:
             and _state["in_flight"] < runs_in_flight_limit())
 
 
-def room() -> bool:
-    """Return True when this process would start another run at once: it has a free slot,
-    or has not made its slots yet (its first tick makes them)."""
-    return _state["slots"] is None or slots_free()
-
-
 def drain() -> None:
     """Make every slot end its slice at its next unit, as when the process stops."""
     _draining.set()

@@ -25,20 +25,14 @@ import os
 import threading
 import time
 import uuid
-from multiprocessing import Event, Value
+from multiprocessing import Event
 from typing import Any
 
-from django.conf import settings
 from django.db import Error as DatabaseFailure
 from django_q.cluster import Cluster, Sentinel, get_mp_context
-from django_q.conf import Conf
 from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.status import Stat
-from django_q.worker import worker
-
-from runs.cli.q2_packing import Packing, PackedTasks
-from runs.slots import runs_in_flight_limit
 
 _MONITOR_DRAIN_S = 30.0
 BROKER_RETRY_S = 0.5  # how often a pusher asks a broker whose database went away
@@ -68,29 +62,7 @@ class HostCluster(Cluster):
 
 
 class ThreadedSentinel(Sentinel):
-    """q2's sentinel running the pusher and the monitor as its own threads, its worker
-    processes packed (runs.cli.q2_packing) when they keep many runs in flight each."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Made before q2's __init__, which starts the cluster (forks the worker processes).
-        self.packing = Packing(Conf.WORKERS, get_mp_context()) if _packed() else None
-        super().__init__(*args, **kwargs)
-
-    def spawn_worker(self) -> None:
-        """Fork a worker process (q2's), reading the task queue through packing: it takes
-        the lowest place no live process holds (a dead one's, when it is replaced)."""
-        if self.packing is None:
-            super().spawn_worker()
-            return
-        held = {getattr(p, "pack_index", None) for p in self.pool if p.is_alive()}
-        index = min((i for i in range(Conf.WORKERS) if i not in held), default=None)
-        if index is None:  # more processes than places (never, as q2 replaces them)
-            super().spawn_worker()
-            return
-        self.packing.offer(index, False)  # a dead holder's mark is void at once
-        process = self.spawn_process(worker, PackedTasks(self.task_queue, self.packing, index),
-                                     self.result_queue, Value("f", -1), self.timeout)
-        process.pack_index = index  # type: ignore[attr-defined]
+    """q2's sentinel running the pusher and the monitor as its own threads."""
 
     def spawn_pusher(self) -> threading.Thread:
         return _thread(pusher, "q2-pusher", self.task_queue, self.event_out,
@@ -101,10 +73,7 @@ class ThreadedSentinel(Sentinel):
 
     def stop(self) -> None:
         """Stop as q2 does, but let the monitor thread read every result before the result
-        queue is closed: closing it closes its reading end in this process too. Packed
-        worker processes all take from the queue now, so each reads its STOP."""
-        if self.packing is not None:
-            self.packing.stopping.value = 1
+        queue is closed: closing it closes its reading end in this process too."""
         self.event_out.set()
         while self.pusher.is_alive():
             time.sleep(0.1)
@@ -120,13 +89,6 @@ class ThreadedSentinel(Sentinel):
         self.result_queue.close()
         self.result_queue.join_thread()
         Stat(self).save()
-
-
-def _packed() -> bool:
-    """Return True when this host's worker processes are packed: each keeps many runs in
-    flight (runs.slots) and AGENTOPS_PACK_CPU is above 0."""
-    return (settings.AGENTOPS_PACK_CPU > 0 and runs_in_flight_limit() > 1
-            and bool(settings.AGENTOPS_ENQUEUE_TICKS) and Conf.WORKERS > 1)
 
 
 class _RoleThread(threading.Thread):
