@@ -118,23 +118,26 @@ def rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
                 continue
             value = c.field.pre_save(obj, True) if c.stamped else getattr(obj, c.attname)
             if value is None and c.fk_model is not None:
-                # Made before its related row's id came back (a unit read since): as the ORM.
-                related = obj._state.fields_cache.get(c.field.name)
-                value = getattr(related, "pk", None)
-                if value is None and related is not None and early is not None and not (
-                        c.attname in ref_keys and id(related) in early):
-                    raise NotYet
+                value = _related_pk(obj, c, ref_keys, early)
             if value is None:
                 if c.attname in ref_keys:
                     doc["$" + c.attname] = getattr(getattr(obj, c.field.name), ref_keys[c.attname])
                 continue
-            if c.as_is:
-                doc[c.column] = value
-            else:
-                text = _TO_JSON.get(type(value))
-                doc[c.column] = text(value) if text else _json_value(value)
+            text = None if c.as_is else _TO_JSON.get(type(value), _json_value)
+            doc[c.column] = text(value) if text else value
         docs.append(doc)
     return _ROWS_JSON(docs)
+
+
+def _related_pk(obj: Model, c: Any, ref_keys: dict[str, str], early: set[int] | None) -> Any:
+    """Return the id of the row ``obj`` refers to through ``c``, made before that row's id
+    came back (a unit read since), as the ORM reads it; raise NotYet (see ``rows_json``)."""
+    related = obj._state.fields_cache.get(c.field.name)
+    value = getattr(related, "pk", None)
+    if value is None and related is not None and early is not None and not (
+            c.attname in ref_keys and id(related) in early):
+        raise NotYet
+    return value
 
 
 def _json_value(value: Any) -> Any:
