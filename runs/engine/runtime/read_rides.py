@@ -30,8 +30,6 @@ from agentops.hot_settings import hot_setting
 # says whether its next batch may be held. Process memory only: a worker that never ran the
 # tool sends the reply first, as before.
 _last_ms: dict[tuple[str, str, str], int] = {}
-_ATTEMPT_FIELDS = ("status", "worker", "error_class", "error", "started_at", "finished_at",
-                   "duration_ms", "log_sha256")
 
 
 def _key(session: RunSession, tool: str) -> tuple[str, str, str]:
@@ -69,12 +67,6 @@ def reads_timed(session: RunSession, settled: Sequence[Settlement]) -> None:
 def attempt_held(call: ToolCall) -> ToolAttempt | None:
     """Return the attempt row a held unit will insert for ``call`` (None: not held)."""
     return getattr(call, "held_attempt", None)
-
-
-def attempt_settle_held(row: ToolAttempt, settled: ToolAttempt) -> None:
-    """Give the held attempt row its outcome: the held unit inserts it closed."""
-    for name in _ATTEMPT_FIELDS:
-        setattr(row, name, getattr(settled, name))
 
 
 def results_ride(session: RunSession, settled: list[Settlement]) -> bool:

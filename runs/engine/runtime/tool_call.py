@@ -40,7 +40,6 @@ from runs.engine.runtime.leases import heartbeat_for, lease_kept
 from runs.engine.runtime.outcomes import block, go_unknown, wait
 from runs.engine.runtime.read_rides import (
     attempt_held,
-    attempt_settle_held,
     held_calls,
     reads_held,
     reads_timed,
@@ -212,10 +211,9 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
             toolcall_move(st.call, st.status, **st.fields)
         else:
             also.append(toolcall_update(st.call, st.status, **st.fields))
-        if st.attempt is not None and st.attempt is not held:  # a held row is settled in place
-            if held is not None and held.attempt == st.attempt.attempt:
-                attempt_settle_held(held, st.attempt)
-            elif getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
+        # A held attempt row is settled in place (tool_settle._attempt): the held unit inserts it.
+        if st.attempt is not None and st.attempt is not held:
+            if getattr(st.call, "opened_attempt", None) == st.attempt.attempt:
                 also.append(_attempt_close(st.attempt))
             else:
                 fresh_attempts.append(st.attempt)
@@ -231,15 +229,12 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
 
 def _finish(session: RunSession, step: str, settled: list[Settlement], evs: list[NewEvent],
             also: list[Any]) -> None:
-    by_next: dict[str, list[Settlement]] = {}
-    for s in settled:
-        by_next.setdefault(s.next, []).append(s)
-    unknown, blocked = by_next.get("unknown", []), by_next.get("block", [])
+    unknown = [s for s in settled if s.next == "unknown"]
+    blocked = [s for s in settled if s.next == "block"]
     # "recheck": a probe found nothing while the attempt may still be in flight; the call
     # stays running and is probed again once its hard deadline has passed.
-    retry = [s for s in settled if s.next in ("retry", "recheck")] if (
-        "retry" in by_next or "recheck" in by_next) else []
-    parked = by_next.get("park", [])
+    retry = [s for s in settled if s.next in ("retry", "recheck")]
+    parked = [s for s in settled if s.next == "park"]
     spent = failures_spent(session.run, session.state, evs) if retry else None
     if spent and not unknown and not blocked:
         s = retry[0]
