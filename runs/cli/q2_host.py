@@ -25,14 +25,17 @@ import os
 import threading
 import time
 import uuid
-from multiprocessing import Event
-from typing import Any
+from multiprocessing import Event, Value
+from typing import IO, Any
 
 from django.db import Error as DatabaseFailure
 from django_q.cluster import Cluster, Sentinel, get_mp_context
 from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.status import Stat
+from django_q.worker import worker
+
+from runs.cli.q2_queue import TaskReader, reader_lock_file
 
 _MONITOR_DRAIN_S = 30.0
 BROKER_RETRY_S = 0.5  # how often a pusher asks a broker whose database went away
@@ -62,7 +65,17 @@ class HostCluster(Cluster):
 
 
 class ThreadedSentinel(Sentinel):
-    """q2's sentinel running the pusher and the monitor as its own threads."""
+    """q2's sentinel running the pusher and the monitor as its own threads, whose worker
+    processes read the task queue through a TaskReader (runs.cli.q2_queue)."""
+
+    _reader_lock: IO[bytes] | None = None  # made by the first spawn_worker (q2's __init__)
+
+    def spawn_worker(self) -> None:
+        """Fork a worker process as q2 does, reading its tasks through a TaskReader."""
+        if self._reader_lock is None:
+            self._reader_lock = reader_lock_file()
+        self.spawn_process(worker, TaskReader(self.task_queue, self._reader_lock),
+                           self.result_queue, Value("f", -1), self.timeout)
 
     def spawn_pusher(self) -> threading.Thread:
         return _thread(pusher, "q2-pusher", self.task_queue, self.event_out,
