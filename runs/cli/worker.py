@@ -1,6 +1,7 @@
 """``agentops worker``: a django-q2 cluster and the sweeper in one process, stopped together."""
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -17,6 +18,9 @@ from runs.handoff import handoff_install
 from runs.pooler import pooled
 from runs.recoverer import recover_loop
 from runs.sweeper import sweep_loop, sweeper_name
+
+
+log = logging.getLogger("agentops.worker")
 
 
 class AgentModulesBroken(Exception):
@@ -54,11 +58,27 @@ def worker_serve(*, workers: int | None = None, sweeper: bool = True, out: Any =
         _say_up(out, sweeper=sweeper)
     while cluster.sentinel is not None and cluster.sentinel.is_alive() and not stop.is_set():
         time.sleep(0.2)
+    died = _sentinel_died(cluster, stop)
     stop.set()
     _cluster_stop(cluster)
     if thread is not None:
         thread.join(timeout=settings.AGENTOPS_SWEEP_INTERVAL_S + 5)
-    return 0
+    return 1 if died else 0
+
+
+def _sentinel_died(cluster: Any, stop: threading.Event) -> bool:
+    """Return True when q2's sentinel ended with no stop asked for (killed on its own, say):
+    the worker then exits 1, not 0, so a supervisor that restarts failures starts it again."""
+    if stop.is_set():
+        return False
+    time.sleep(0.3)  # a signal to the whole process group may reach this process just after
+    if stop.is_set():
+        return False
+    sentinel = cluster.sentinel
+    log.error("q2's sentinel (pid %s) ended with exit code %s while nobody stopped the worker: "
+              "the worker stops too and exits 1", getattr(sentinel, "pid", None),
+              getattr(sentinel, "exitcode", None))
+    return True
 
 
 def _sweeper_start(stop: threading.Event) -> threading.Thread:

@@ -94,3 +94,20 @@ def test_a_killed_or_paused_worker_process_does_not_stop_the_others(world, tmp_p
         _all_succeed("continue", 6, 45)
     finally:
         host.kill()
+
+
+def test_a_host_whose_sentinel_is_killed_exits_1_with_its_processes(world, tmp_path):
+    """SIGKILL q2's sentinel alone: its worker processes die with it, and the host's main
+    process stops and exits 1 (not 0), so a supervisor restarting failures starts it again."""
+    host = Worker("sentinel", tmp_path, AGENTOPS_WORKERS=str(WORKERS))
+    host.start()
+    try:
+        _idle(host)
+        sentinels = [p for p in host.pids() if _ppid(p) == host.proc.pid]
+        assert len(sentinels) == 1
+        os.kill(sentinels[0], signal.SIGKILL)
+        assert host.proc.wait(timeout=40) == 1
+        wait_until(lambda: not host.pids(), 10, "the host's processes to be gone")
+        assert "q2's sentinel" in host.log_path.read_text(errors="replace")
+    finally:
+        host.kill()

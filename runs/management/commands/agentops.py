@@ -131,9 +131,12 @@ class Command(BaseCommand):
 
     def _worker(self, *, workers: int | None, no_sweeper: bool, **_) -> None:
         try:
-            worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
+            code = worker_serve(workers=workers, sweeper=not no_sweeper, out=self.stdout)
         except AgentModulesBroken as exc:
             raise CommandError(f"the worker did not start: {exc}") from None
+        if code:
+            raise CommandError("the worker stopped because q2's sentinel ended while nobody "
+                               "stopped it (killed on its own?)", returncode=code)
 
     def _sweep(self, **_) -> None:
         self.stdout.write(f"swept: {sweep_once().line()}")
