@@ -25,11 +25,17 @@ M = TypeVar("M", bound=Model)
 
 @dataclass
 class RowsInsert:
-    """Insert ``rows`` of ``model``; ``on_duplicate`` turns a unique violation into a typed error."""
+    """Insert ``rows`` of ``model``; ``on_duplicate`` turns a unique violation into a typed error.
+
+    ``json_texts`` (one dict per row, or None): JSON text already made of some of a row's JSON
+    column values (column -> text of that very value, checked by ``check_json``): a unit's one
+    statement (runs.engine.runtime.unit_rows) pastes it instead of encoding the value again.
+    """
 
     model: type[Model]
     rows: list[Model]
     on_duplicate: Callable[[IntegrityError], Exception] | None = None
+    json_texts: list[dict[str, str]] | None = None
 
     def __call__(self) -> None:
         if not self.rows:

@@ -44,3 +44,21 @@ def test_registered_migrator_upgrades_old_state(monkeypatch):
     monkeypatch.setattr(snapshots, "_MIGRATORS", {})
     snapshots.register_migrator(0)(lambda s: {**s, "upgraded": True})
     assert migrate_state({"a": 1}, 0) == {"a": 1, "upgraded": True}
+
+
+def test_a_snapshot_written_in_a_unit_stores_its_state_as_the_orm_does(run):
+    """The unit's one statement (PostgreSQL) pastes the state's canonical text: the stored
+    value is the state itself, non-ASCII, nesting and key order included."""
+    from agentops.redaction import EMPTY
+    from agentops.writes import RowsInsert
+    from runs.engine.runtime.events import NewEvent, event_append
+    from runs.engine.runtime.snapshots import snapshot_with_text
+
+    state = load_state(run.pk)
+    state["facts"]["x"] = {"z": [1, 2.5, None, True], "a": "é ☃ \U0001f600 \"q\" \\ \n"}
+    snap, text = snapshot_with_text(run_id=run.pk, state=state, phase="x", agent_version="1")
+    event_append(run=run, expected_version=run.version, events=[NewEvent("run.note", {})],
+                 also=[RowsInsert(Snapshot, [snap], json_texts=[{"state": text}])],
+                 secrets=EMPTY)
+    stored = Snapshot.objects.get(run_id=run.pk, phase="x")
+    assert stored.state == state and stored.seq == state["seq"] and stored.sha256 == snap.sha256

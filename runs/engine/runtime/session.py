@@ -23,7 +23,7 @@ from agentops.llm.protocol import ModelClient
 from runs.engine.core import reducer
 from runs.engine.runtime import telemetry
 from runs.engine.runtime.events import NewEvent, event_append, events_scrubbed, fields_scrubbed
-from runs.engine.runtime.snapshots import snapshot_build
+from runs.engine.runtime.snapshots import snapshot_with_text
 from runs.engine.runtime.steps import step_rows_writers, step_statuses
 from runs.engine.runtime.transition import run_transition
 from runs.engine.runtime.unit_sql import unit_after_commit
@@ -236,8 +236,9 @@ class RunSession:
         return self.bytes_since_snapshot >= floor
 
     def _snapshot(self, phase: str) -> RowsInsert:
-        snap = snapshot_build(run_id=self.run.pk, state=self.state, phase=phase,
-                              agent_version=self.run.agent_version)
+        snap, text = snapshot_with_text(run_id=self.run.pk, state=self.state, phase=phase,
+                                        agent_version=self.run.agent_version)
         self.bytes_since_snapshot = 0
         self.last_snapshot_size = snap.size
-        return RowsInsert(Snapshot, [snap])
+        # The one-statement unit pastes the state's canonical text: jsonb stores the same value.
+        return RowsInsert(Snapshot, [snap], json_texts=[{"state": text}])

@@ -54,18 +54,26 @@ def migrate_state(state: dict[str, Any], version: int) -> dict[str, Any]:
 
 def snapshot_build(*, run_id: Any, state: dict[str, Any], phase: str, agent_version: str) -> Snapshot:
     """Return an unsaved Snapshot of ``state`` (checked to be JSON, with size and sha256)."""
+    return snapshot_with_text(run_id=run_id, state=state, phase=phase,
+                              agent_version=agent_version)[0]
+
+
+def snapshot_with_text(*, run_id: Any, state: dict[str, Any], phase: str,
+                       agent_version: str) -> tuple[Snapshot, str]:
+    """Return ``snapshot_build``'s Snapshot and the canonical JSON text of its state."""
     check_json(state, "$state")
     text = canonical_json(state)
+    data = text.encode()
     return Snapshot(
         run_id=run_id,
         seq=state["seq"],
         phase=phase,
         state=state,
-        size=len(text.encode()),
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
         schema_version=CURRENT_STATE_SCHEMA,
         agent_version=agent_version,
-    )
+    ), text
 
 
 def load_state(run: Any, *, upto_seq: int | None = None) -> dict[str, Any]:

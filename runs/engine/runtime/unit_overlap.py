@@ -86,7 +86,9 @@ class _State:
     then: list[Callable[[], None]] = field(default_factory=list)  # of units read, not yet called
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+# A connection's _State is kept on the connection itself (this attribute): it lives and goes
+# with it, and a unit reads it several times (a plain attribute read, no weak reference made).
+_STATE = "_agentops_units"
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
 _NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name: no prepared statement of that name
 _PIPELINE_OFF = pq.PipelineStatus.OFF
@@ -171,9 +173,10 @@ def unit_dumped(raw: Any, params: Sequence[Any]) -> list[Any]:
 
 
 def _state_for(raw: Any) -> _State:
-    state = _states.get(raw)
+    state = getattr(raw, _STATE, None)
     if state is None:
-        state = _states[raw] = _State()
+        state = _State()
+        setattr(raw, _STATE, state)
         raw.lock = _SettlingLock(raw, raw.lock)
     return state
 
@@ -256,7 +259,7 @@ def after_commit(raw: Any | None, fn: Callable[[], None]) -> None:
 
 
 def _state_of(raw: Any | None) -> _State | None:
-    return _states.get(raw) if raw is not None else None
+    return getattr(raw, _STATE, None)  # None for None too
 
 
 def _tell(state: _State) -> None:
@@ -267,7 +270,7 @@ def _tell(state: _State) -> None:
 
 def _read_pending(raw: Any, keep: int = 0) -> None:
     """Read the units in flight on ``raw``, oldest first, but the last ``keep``."""
-    state = _states.get(raw)
+    state = getattr(raw, _STATE, None)
     if state is None:
         return
     pg = raw.pgconn

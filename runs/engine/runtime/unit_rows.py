@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from json.encoder import encode_basestring_ascii as _ascii_str  # how _ROWS_JSON writes a str
 from operator import itemgetter
 from typing import Any
 
@@ -126,7 +127,18 @@ def rows_json(op: RowsInsert, refs: tuple[tuple[str, type[Model]], ...],
             text = None if c.as_is else _TO_JSON.get(type(value), _json_value)
             doc[c.column] = text(value) if text else value
         docs.append(doc)
-    return _ROWS_JSON(docs)
+    return _ROWS_JSON(docs) if op.json_texts is None else _pasted(docs, op.json_texts)
+
+
+def _pasted(docs: list[dict[str, Any]], texts: list[dict[str, str]]) -> str:
+    """Return ``docs`` as ``rows_json``'s JSON array, each row's ``texts`` (column -> JSON text
+    of its value) pasted in for those values: jsonb reads the same values from either."""
+    rows = []
+    for doc, pasted in zip(docs, texts, strict=True):
+        own = _ROWS_JSON({col: v for col, v in doc.items() if col not in pasted})
+        more = "".join(f",{_ascii_str(col)}:{text}" for col, text in pasted.items())
+        rows.append(own[:-1] + more + "}" if own != "{}" else "{" + more[1:] + "}")
+    return "[" + ",".join(rows) + "]"
 
 
 def _related_pk(obj: Model, c: Any, ref_keys: dict[str, str], early: set[int] | None) -> Any:
