@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from types import ModuleType
+from json.encoder import encode_basestring_ascii as _STRING_JSON
 from typing import Any
 
 from agentops.llm.http_lanes import model_lanes
@@ -26,6 +27,7 @@ from agentops.llm.protocol import (
     TextSink,
     Usage,
     messages_json,
+    json_text,
 )
 from agentops.llm.provider_errors import safe_code, status_error
 from agentops.llm.repair import complete_with_repair
@@ -34,6 +36,9 @@ from agentops.llm.repair import complete_with_repair
 _NO_KEY = "no-key"
 # Idle keep-alive connections are dropped after this, as the SDK's HTTP client does.
 _KEEPALIVE_EXPIRY_S = 5.0
+# The keys of a request body (complete()), as json.dumps writes them.
+_KEYS = {key: json.dumps(key) for key in ("model", "tools", "tool_choice", "max_tokens",
+                                           "messages")}
 
 
 def request_headers(api_key: str, env: Any = os.environ) -> dict[str, str]:
@@ -170,12 +175,20 @@ class OpenAICompatClient:
 
 
 def _body_json(body: dict[str, Any]) -> str:
-    """Return ``json.dumps(body)``; its messages (the last key) as agentops.llm.protocol's
-    ``messages_json`` writes them: a recent turn's messages are not encoded again each call."""
-    *head, (last, messages) = body.items()
-    if last != "messages" or not head:
-        return json.dumps(body)
-    return f"{json.dumps(dict(head))[:-1]}, \"messages\": {messages_json(messages)}}}"
+    """Return ``json.dumps(body)``, written a key at a time: a list (the tools, the messages)
+    as agentops.llm.protocol's ``messages_json`` writes it, so the tool schemas and a recent
+    turn's messages, SentMessages, are not encoded again at each call."""
+    parts = []
+    for key, value in body.items():
+        name = _KEYS.get(key)
+        if name is None:  # not a key complete() sends: json.dumps writes it all
+            return json_text(body)
+        kind = type(value)
+        # json.dumps writes a lone string with encode_basestring_ascii itself
+        text = (messages_json(value) if kind is list else _STRING_JSON(value) if kind is str
+                else json_text(value))
+        parts.append(f"{name}: {text}")
+    return "{" + ", ".join(parts) + "}"
 
 
 def _response_error(response: Any) -> ModelError:

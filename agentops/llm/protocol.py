@@ -97,7 +97,8 @@ class ModelOptions:
     max_tokens: int | None = None
 
 
-_WIRE_JSON = json_encoder()  # as json.dumps with its defaults: what a request body holds
+# As json.dumps with its defaults (what a request body holds), without its per-call set-up.
+json_text = json_encoder()
 
 
 class SentMessage(dict):  # type: ignore[type-arg]
@@ -116,7 +117,7 @@ class SentMessage(dict):  # type: ignore[type-arg]
         try:
             return self._json  # type: ignore[no-any-return]
         except AttributeError:
-            text = self._json = _WIRE_JSON(self)
+            text = self._json = json_text(self)
             return text
 
     def _edited(self, *args: Any, **kwargs: Any) -> NoReturn:
@@ -134,7 +135,7 @@ class SentMessage(dict):  # type: ignore[type-arg]
 
 def messages_json(messages: list[dict[str, Any]]) -> str:
     """Return ``json.dumps(messages)``, taking each SentMessage's text as it was made."""
-    return "[" + ", ".join(m.wire_json() if type(m) is SentMessage else _WIRE_JSON(m)
+    return "[" + ", ".join(m.wire_json() if type(m) is SentMessage else json_text(m)
                            for m in messages) + "]"
 
 

@@ -16,7 +16,9 @@ from typing import Any
 
 from agentops import clock
 from agentops.agents import plan_check
-from agentops.llm.protocol import ModelError, ModelOptions, ModelReply, ToolCallRequest
+from agentops.llm.protocol import (ModelError, ModelOptions, ModelReply, SentMessage,
+                                   ToolCallRequest)
+from agentops.tools import ToolSpec
 from ledger.errors import ToolInvalidArguments
 from ledger.keys import args_hash
 from ledger.services.expand import expand_tools
@@ -41,15 +43,15 @@ from runs.live import live_text_sink
 
 PLAN_STEP = "_plan"
 MAX_REPAIRS = 3
-_PLAN_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "propose_plan",
-        "description": "Propose the plan: a list of steps {key, title, depends_on}.",
-        "parameters": {"type": "object", "properties": {"steps": {"type": "array"}},
-                       "required": ["steps"]},
-    },
-}
+_PLAN_TOOL = SentMessage(type="function", function=SentMessage(
+    name="propose_plan",
+    description="Propose the plan: a list of steps {key, title, depends_on}.",
+    parameters={"type": "object", "properties": {"steps": {"type": "array"}},
+                "required": ["steps"]},
+))
+# Tool schemas as sent, by (tool, strict): see _schema.
+_SCHEMAS: dict[tuple[int, bool], tuple[ToolSpec, SentMessage]] = {}
+_SCHEMAS_MAX = 256
 
 
 def model_turn(session: RunSession, step: str) -> None:
@@ -63,7 +65,7 @@ def model_turn(session: RunSession, step: str) -> None:
     model = session.model()
     options = getattr(model, "options", None) or ModelOptions()
     tools = [_PLAN_TOOL] if step == PLAN_STEP else [
-        t.schema(strict=options.strict) for t in session.agent.tools]
+        _schema(t, options.strict) for t in session.agent.tools]
     tools += page_tools(s, session.tools_memo) + expand_tools(s) if step != PLAN_STEP else []
     tools, choice = tool_offer(s, step, session.agent, options, tools)
     sink = live_text_sink(session.run.pk, step=step, turn=s["turn"]) if options.stream else None
@@ -72,6 +74,26 @@ def model_turn(session: RunSession, step: str) -> None:
         reply = _call(session, step, messages, tools, choice, sink, span_id)
     if reply is not None:
         _record_reply(session, step, _clean(reply))
+
+
+def _schema(spec: ToolSpec, strict: bool) -> SentMessage:
+    """Return ``spec.schema(strict=strict)`` made once per tool, its two outer levels frozen
+    (SentMessages): a client that writes the request body itself sends their text as made
+    at the first call, not encoded again at each (the same tools every call of a run).
+
+    A ToolSpec is frozen; its ``parameters`` are shared by every schema it makes, as
+    ``schema()`` always shared them, and are never edited once declared (its validator and
+    agentops.schema_quick's check are made once from them too).
+    """
+    entry = _SCHEMAS.get((id(spec), strict))
+    if entry is not None and entry[0] is spec:
+        return entry[1]
+    made = spec.schema(strict=strict)
+    frozen = SentMessage({k: SentMessage(v) if type(v) is dict else v for k, v in made.items()})
+    if len(_SCHEMAS) >= _SCHEMAS_MAX:
+        _SCHEMAS.clear()
+    _SCHEMAS[(id(spec), strict)] = (spec, frozen)
+    return frozen
 
 
 def _call(session: RunSession, step: str, messages: list[dict[str, Any]], tools: list[Any],
