@@ -98,7 +98,14 @@ def live_run_changed(run_id: Any, *, status: str | None = None, actor: str = "",
     reads a unit still in flight first, so a console refreshing on the message reads what it
     announces).
     """
-    if _channel_layer() is None:
+    layer = _channel_layer()
+    if layer is None:
+        return
+    if isinstance(layer, InMemoryChannelLayer) and not layer.groups:
+        # No page of this process listens at all: _send would drop the message, and a
+        # coalesced change of this run can reach no page either (live_flush drops it).
+        if _pending:
+            _pending.pop(str(run_id), None)
         return
     key = str(run_id)
     data: dict[str, Any] = {"status": status} if status else {}

@@ -8,6 +8,7 @@ it, in Python, before any SQL is built.
 """
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -35,17 +36,20 @@ def toolcalls_insert(rows: list[ToolCall]) -> RowsInsert:
     return RowsInsert(ToolCall, rows, on_duplicate=duplicate)
 
 
-def toolcall_move(call: ToolCall, to: str, **fields: Any) -> dict[str, Any]:
+def toolcall_move(call: ToolCall, to: str, *, at: dt.datetime | None = None,
+                  **fields: Any) -> dict[str, Any]:
     """Check ``call`` may move to ``to``, set it (and ``fields``) on the instance; return them.
 
-    Raises IllegalToolCallTransition (409) when the transition table does not allow it.
+    ``at``: the time of the move (``updated_at``) when the caller has just read the clock,
+    else now. Raises IllegalToolCallTransition (409) when the transition table does not
+    allow it.
     """
     if to != call.status and not toolcall_can_move(call.status, to):
         raise IllegalToolCallTransition(
             f"tool call {call.tool_call_id} cannot move from {call.status} to {to}",
             src=call.status, dst=to,
         )
-    values = {"status": to, "updated_at": clock.now(), **fields}
+    values = {"status": to, "updated_at": at or clock.now(), **fields}
     row_fields_set(call, values)
     return values
 

@@ -129,3 +129,20 @@ def test_a_stale_dialog_names_who_changed_the_run_instead_of_not_allowed():
     assert response.status_code == 409
     assert "Operator retried this run" in body and "s ago" in body and "nothing was done" in body
     assert "data-reload" in body
+
+
+def test_nothing_is_sent_or_prepared_while_no_page_of_this_process_listens(monkeypatch):
+    """The in-memory layer with no group at all: the engine hook returns at once (no message
+    on commit, no read-ahead of a unit in flight) and drops what it coalesced for the run."""
+    from django.db import connection
+
+    from runs import live
+
+    monkeypatch.setattr(live._channel_layer(), "groups", {})
+    monkeypatch.setitem(live._pending, "run-x", {live._TEAM: None})
+    read_ahead: list[int] = []
+    with transaction.atomic():
+        live.live_run_changed("run-x", lease_holder=True, before_send=lambda: read_ahead.append(1))
+        live.live_run_changed("run-x", status="running", before_send=lambda: read_ahead.append(1))
+        assert not connection.run_on_commit
+    assert read_ahead == [] and "run-x" not in live._pending

@@ -19,6 +19,7 @@ from runs.statuses import StepStatus, step_can_move
 
 # Step events that say something about a step without changing its status.
 _NOT_A_STATUS = frozenset({"step.incomplete"})
+_STEP_OR_PLAN = ("step.", "plan.")  # the prefixes of the events that write Step rows
 _STATUS = {"step.started": StepStatus.RUNNING, "step.completed": StepStatus.SUCCEEDED,
            "step.skipped": StepStatus.SKIPPED, "step.reset": StepStatus.PENDING}
 
@@ -44,6 +45,14 @@ def _touched(events: Sequence[NewEvent]) -> set[str]:
             and not str(e.data.get("step", "_")).startswith("_")}
 
 
+def _about_steps(events: Sequence[NewEvent]) -> bool:
+    """Return whether any of ``events`` is a step or plan event (only those write Step rows)."""
+    for e in events:  # a loop, not any() over a generator: one frame, most units have none
+        if e.type.startswith(_STEP_OR_PLAN):
+            return True
+    return False
+
+
 def _step_fields(fields: dict[str, Any], e: NewEvent, st: dict[str, Any], now: Any) -> None:
     """Add to ``fields`` the Step columns event ``e`` sets (``st``: the step's state after)."""
     fields["retry_count"] = st.get("retries", 0)
@@ -62,6 +71,8 @@ def step_rows_writers(run_id: Any, events: Sequence[NewEvent], state: dict[str, 
     ``state`` is the run's state after the events; ``before`` each touched step's status
     before them (``step_statuses``); each move is checked against the step transition table.
     """
+    if not _about_steps(events):  # most units (a reply, its results): no clock read, no lists
+        return []
     plans = [e for e in events if e.type == EventType.PLAN_ACCEPTED]
     edits = [e for e in events if e.type == EventType.PLAN_EDITED]
     current = dict(before or {})

@@ -155,9 +155,9 @@ def _mark_running(session: RunSession, calls: list[ToolCall], events: list[NewEv
     for c in calls:
         n = c.attempts + 1
         if not new_rows:
-            also.append(toolcall_update(c, S.RUNNING, attempts=c.attempts))
+            also.append(toolcall_update(c, S.RUNNING, at=now, attempts=c.attempts))
         else:
-            toolcall_move(c, S.RUNNING)  # inserted below, already running
+            toolcall_move(c, S.RUNNING, at=now)  # inserted below, already running
         opened.append(row_new(ToolAttempt, tool_call=c, attempt=n, status=S.RUNNING,
                               worker=session.worker, started_at=now))
         evs.append(NewEvent(EventType.TOOL_STARTED, {"id": c.tool_call_id, "attempt": n},
@@ -181,7 +181,8 @@ def _run(session: RunSession, step: str, calls: list[ToolCall], *, fenced: bool,
     ``quick``: held reads, read_rides, the slot's pooled connection too: lease_kept)."""
     fenced_at = clock.monotonic()
     jobs = [call_job(session, step, c) for c in calls]
-    started = clock.now()
+    # Held reads: nothing was committed since their attempts opened, so they started then.
+    started = calls[0].opened_at if quick else clock.now()
     if fenced and clock.monotonic() - fenced_at > settings.AGENTOPS_LEASE_TTL_S:
         # Paused between the fence and the dispatch: the hard deadline no longer holds.
         raise LeaseLost(f"run {session.run.pk}: the fence is older than the lease TTL")
@@ -206,11 +207,12 @@ def record_settled(session: RunSession, step: str, settled: list[Settlement],
         evs.extend(st.events)
         writes.extend(getattr(st, "writes", ()))
         held = attempt_held(st.call)
+        at = st.fields.get("finished_at")  # a finished call's row last changed when it finished
         if new_rows or held is not None:
             # Inserted below, or by the held unit this one writes first, with its outcome.
-            toolcall_move(st.call, st.status, **st.fields)
+            toolcall_move(st.call, st.status, at=at, **st.fields)
         else:
-            also.append(toolcall_update(st.call, st.status, **st.fields))
+            also.append(toolcall_update(st.call, st.status, at=at, **st.fields))
         # A held attempt row is settled in place (tool_settle._attempt): the held unit inserts it.
         if st.attempt is not None and st.attempt is not held:
             if getattr(st.call, "opened_attempt", None) == st.attempt.attempt:

@@ -91,10 +91,11 @@ def _succeeded(call: ToolCall, n: int, outcome: Outcome, started: dt.datetime,
         data["artifact"] = r.artifact
     if r.next_cursor:
         data["facts"] = {**r.facts, "next_cursor": r.next_cursor}
+    attempt = _attempt(call, n, outcome, started, worker)  # finished now: the call too
     fields = {"attempts": n, "facts": data["facts"], "summary": r.summary,
               "artifact_sha256": r.artifact, "missing_fields": r.missing_fields,
-              "finished_at": clock.now(), "not_before": None, "error_class": "", "error": ""}
-    attempt = _attempt(call, n, outcome, started, worker)
+              "finished_at": attempt.finished_at, "not_before": None, "error_class": "",
+              "error": ""}
     if r.has_log:
         attempt.log_sha256 = r.artifact  # kept by retention while any attempt points at it
     return Settlement(call, S.SUCCEEDED, fields,
