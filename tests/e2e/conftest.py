@@ -92,3 +92,14 @@ def shot(page, name: str) -> None:
 def pytest_configure(config):
     """Register the e2e marker (also listed in pyproject.toml)."""
     config.addinivalue_line("markers", "e2e: browser tests (Playwright + Debian Chromium)")
+
+
+@pytest.fixture
+def chaos_world(settings):
+    """The chaos agents' world table, and ticks enqueued to q2 as a worker host takes them."""
+    from tests import chaos_agents
+
+    settings.AGENTOPS_ENQUEUE_TICKS = True
+    chaos_agents.world_create()
+    yield chaos_agents
+    chaos_agents.world_drop()

@@ -25,16 +25,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(tran
 WORKERS = 3
 
 
-@pytest.fixture
-def world(settings):
-    from tests import chaos_agents
-
-    settings.AGENTOPS_ENQUEUE_TICKS = True
-    chaos_agents.world_create()
-    yield chaos_agents
-    chaos_agents.world_drop()
-
-
 def _ppid(pid: int) -> int:
     """Return the parent of ``pid`` (0 once it is gone)."""
     try:
@@ -75,7 +65,7 @@ def _idle(host: Worker) -> None:
                f"{WORKERS} idle worker processes")
 
 
-def test_a_killed_or_paused_worker_process_does_not_stop_the_others(world, tmp_path):
+def test_a_killed_or_paused_worker_process_does_not_stop_the_others(chaos_world, tmp_path):
     host = Worker("one", tmp_path, AGENTOPS_WORKERS=str(WORKERS))
     host.start()
     try:
@@ -96,7 +86,7 @@ def test_a_killed_or_paused_worker_process_does_not_stop_the_others(world, tmp_p
         host.kill()
 
 
-def test_a_host_whose_sentinel_is_killed_exits_1_with_its_processes(world, tmp_path):
+def test_a_host_whose_sentinel_is_killed_exits_1_with_its_processes(chaos_world, tmp_path):
     """SIGKILL q2's sentinel alone: its worker processes die with it, and the host's main
     process stops and exits 1 (not 0), so a supervisor restarting failures starts it again."""
     host = Worker("sentinel", tmp_path, AGENTOPS_WORKERS=str(WORKERS))

@@ -33,17 +33,7 @@ def _rss_mb(pids: set[int]) -> float:
     return total / 1024
 
 
-@pytest.fixture
-def world(settings):
-    from tests import chaos_agents
-
-    settings.AGENTOPS_ENQUEUE_TICKS = True
-    chaos_agents.world_create()
-    yield chaos_agents
-    chaos_agents.world_drop()
-
-
-def test_an_idle_host_is_four_processes_and_still_takes_acknowledges_and_stops(world, tmp_path):
+def test_an_idle_host_is_four_processes_and_still_takes_acknowledges_and_stops(chaos_world, tmp_path):
     from django_q.models import OrmQ
 
     from runs.models import Run
