@@ -14,17 +14,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow,
               pytest.mark.urls("tests.health_urls")]
 
 
-@pytest.fixture
-def chaos_world(settings):
-    """The chaos agents' world table, and ticks enqueued for the real worker."""
-    from tests import chaos_agents
-
-    settings.AGENTOPS_ENQUEUE_TICKS = True
-    chaos_agents.world_create()
-    yield chaos_agents
-    chaos_agents.world_drop()
-
-
 def _samples(body: str) -> dict[tuple[str, tuple], float]:
     out = {}
     for family in text_string_to_metric_families(body):
